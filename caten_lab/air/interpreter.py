@@ -1,0 +1,199 @@
+"""The NumPy interpreter of AIR: the reference semantics every backend is tested against.
+
+Values are NumPy arrays of the node's shape and dtype. A ``view`` gathers from the flat contiguous
+storage of its operand (``offset + sum(i_k * stride_k)``), which covers broadcasting (stride 0),
+negative strides and padding (positions outside ``mask`` read 0). ``store`` scatters into a copy of
+its destination (the compiled backends do it in place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.graph import Graph
+from caten_lab.air.node import Node
+from caten_lab.air.symbolic import evaluate
+from caten_lab.errors import AirError, SymbolError
+
+
+def _dims(shape: tuple, sym: Mapping[str, int], node: Node) -> tuple[int, ...]:
+    out = tuple(evaluate(d, sym) for d in shape)
+    for d in out:
+        if d < 0:
+            raise SymbolError(f"node {node.id} ({node.op}) has a negative dimension {out} under {dict(sym)}", where=node.source)
+    return out
+
+
+def strided_index(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> np.ndarray:
+    """Flat storage indices of a strided window, as an int64 array of ``shape``."""
+    idx = np.full(shape, offset, dtype=np.int64)
+    for axis, (n, s) in enumerate(zip(shape, strides)):
+        if s == 0 or n == 1:
+            continue
+        r = np.arange(n, dtype=np.int64) * s
+        idx += r.reshape((n,) + (1,) * (len(shape) - axis - 1))
+    return idx
+
+
+def mask_array(shape: tuple[int, ...], mask: tuple[tuple[int, int], ...]) -> np.ndarray:
+    valid = np.ones(shape, dtype=bool)
+    for axis, (lo, hi) in enumerate(mask):
+        r = np.arange(shape[axis])
+        m = (r >= lo) & (r < hi)
+        valid &= m.reshape((shape[axis],) + (1,) * (len(shape) - axis - 1))
+    return valid
+
+
+def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.floor_divide(a, b)
+        r = np.remainder(a, b)
+        fix = (r != 0) & ((a < 0) ^ (b < 0))
+    return np.where(fix, q + 1, q).astype(a.dtype, copy=False)
+
+
+def _c_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.fmod(a, b).astype(a.dtype, copy=False)
+
+
+def _binary(op: str, a: Any, b: Any, dtype: DType) -> np.ndarray:
+    if op == "add":
+        return np.add(a, b, dtype=dtype.np) if dtype != DType.bool else np.logical_or(a, b)
+    if op == "mul":
+        return np.multiply(a, b, dtype=dtype.np) if dtype != DType.bool else np.logical_and(a, b)
+    if op == "max":
+        return np.maximum(a, b).astype(dtype.np, copy=False)
+    if op == "idiv":
+        return _trunc_div(np.asarray(a, dtype.np), np.asarray(b, dtype.np))
+    if op == "mod":
+        return _c_mod(np.asarray(a, dtype.np), np.asarray(b, dtype.np))
+    if op == "and":
+        return np.bitwise_and(np.asarray(a, dtype.np), np.asarray(b, dtype.np))
+    if op == "or":
+        return np.bitwise_or(np.asarray(a, dtype.np), np.asarray(b, dtype.np))
+    if op == "xor":
+        return np.bitwise_xor(np.asarray(a, dtype.np), np.asarray(b, dtype.np))
+    if op == "lt":
+        return np.less(a, b)
+    if op == "ne":
+        return np.not_equal(a, b)
+    raise AirError(f"interpreter: unknown binary op {op!r}")
+
+
+_UNARY = {
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "sin": np.sin,
+    "sqrt": np.sqrt,
+}
+
+
+def run_node(n: Node, args: list[Any], sym: Mapping[str, int], inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Evaluate one node given its operand values (arrays for value reads, Python scalars for literals)."""
+    op = n.op
+    a = n.attrs
+    dt = n.dtype.np
+    if op == "allocate":
+        shape = _dims(a.shape, sym, n)
+        if a.name is None:
+            return np.zeros(shape, dtype=dt)
+        if a.name not in inputs:
+            raise AirError(f"input {a.name!r} is not bound", where=n.source, hint=f"pass {a.name}=<array of shape {shape}>")
+        arr = np.asarray(inputs[a.name])
+        if arr.shape != shape:
+            raise AirError(f"input {a.name!r}: expected shape {shape}, got {arr.shape}", where=n.source)
+        return arr.astype(dt, copy=False)
+    if op == "const":
+        v = evaluate(a.value, sym) if not isinstance(a.value, (int, float, bool)) else a.value
+        return np.full(_dims(a.shape, sym, n), v, dtype=dt)
+    if op == "index":
+        shape = _dims(a.shape, sym, n)
+        r = np.arange(shape[a.axis], dtype=dt).reshape((shape[a.axis],) + (1,) * (len(shape) - a.axis - 1))
+        return np.broadcast_to(r, shape).copy()
+    if op == "view":
+        shape = _dims(a.shape, sym, n)
+        strides = tuple(evaluate(s, sym) for s in a.strides)
+        flat = np.ascontiguousarray(args[0]).reshape(-1)
+        idx = strided_index(shape, strides, evaluate(a.offset, sym))
+        if a.mask is None:
+            return flat[idx] if idx.size else np.zeros(shape, dtype=dt)
+        mask = tuple((evaluate(lo, sym), evaluate(hi, sym)) for lo, hi in a.mask)
+        valid = mask_array(shape, mask)
+        out = np.zeros(shape, dtype=dt)
+        out[valid] = flat[idx[valid]]
+        return out
+    if op == "store":
+        dst = np.array(args[0], dtype=dt, copy=True)
+        flat = dst.reshape(-1)
+        shape = _dims(a.shape, sym, n)
+        idx = strided_index(shape, tuple(evaluate(s, sym) for s in a.strides), evaluate(a.offset, sym))
+        if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
+            raise AirError(f"store writes outside its destination (indices {idx.min()}..{idx.max()}, size {flat.size})", where=n.source)
+        flat[idx] = np.broadcast_to(np.asarray(args[1], dtype=dt), shape)
+        return dst
+    if op == "reduce":
+        x = args[0]
+        if a.op == "add":
+            return np.add.reduce(x, axis=a.axes, keepdims=True, dtype=dt)
+        if x.size == 0:
+            fill = -np.inf if n.dtype.is_float else np.iinfo(dt).min if n.dtype.is_int else False
+            return np.full(tuple(1 if i in a.axes else d for i, d in enumerate(x.shape)), fill, dtype=dt)
+        return np.maximum.reduce(x, axis=a.axes, keepdims=True)
+    shape = _dims(n.shape, sym, n)
+    with np.errstate(all="ignore"):
+        if op == "neg":
+            out = np.negative(args[0]) if n.dtype != DType.bool else np.logical_not(args[0])
+        elif op == "recip":
+            out = np.reciprocal(np.asarray(args[0], dt))
+        elif op == "not":
+            out = np.logical_not(args[0]) if n.dtype == DType.bool else np.invert(np.asarray(args[0], dt))
+        elif op in _UNARY:
+            out = _UNARY[op](np.asarray(args[0], dt))
+        elif op == "cast":
+            out = np.asarray(args[0]).astype(dt)
+        elif op == "where":
+            out = np.where(args[0], args[1], args[2])
+        else:
+            out = _binary(op, args[0], args[1], n.dtype)
+    return np.broadcast_to(np.asarray(out, dtype=dt), shape).copy() if np.shape(out) != shape else np.asarray(out, dtype=dt)
+
+
+def interpret(
+    g: Graph,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    symbols: Mapping[str, int] | None = None,
+    *,
+    keep: bool = False,
+) -> list[np.ndarray] | dict[str, np.ndarray]:
+    """Run ``g``; returns the output arrays in order (or every value when ``keep``)."""
+    inputs = inputs or {}
+    sym = dict(symbols or {})
+    for k, v in sym.items():
+        if not isinstance(v, (int, np.integer)) or v < 0:
+            raise SymbolError(f"symbol {k!r} must be bound to a non-negative int, got {v!r}")
+    env: dict[str, np.ndarray] = {}
+    order = g.toposort()
+    remaining = {}
+    if not keep:
+        for n in order:
+            for r in n.reads:
+                if isinstance(r, str):
+                    remaining[r] = remaining.get(r, 0) + 1
+    outs = set(g.outputs)
+    for n in order:
+        args = [env[r] if isinstance(r, str) else r for r in n.reads]
+        env[n.out] = run_node(n, args, sym, inputs)
+        if not keep:
+            for r in n.reads:
+                if isinstance(r, str):
+                    remaining[r] -= 1
+                    if remaining[r] == 0 and r not in outs:
+                        del env[r]
+    if keep:
+        return env
+    return [env[o] for o in g.outputs]

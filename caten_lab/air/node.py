@@ -1,0 +1,108 @@
+"""A single AIR node: an op, the values it writes, what it reads, and its typed attributes."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.ops import attrs_items, make_attrs, spec_of
+from caten_lab.errors import AirError
+
+Literal = int | float | bool
+Read = str | int | float | bool  # a value id (str) or a literal scalar
+
+_node_ids = itertools.count(1)
+
+
+def is_value(read: Read) -> bool:
+    """A read is a value id when it is a str; otherwise it is a literal scalar."""
+    return isinstance(read, str)
+
+
+class Node:
+    """One operation. ``shape``/``dtype`` describe the (single) value it writes.
+
+    ``source`` is the user's ``file:line`` that created the node, for error messages and the notebook.
+    """
+
+    __slots__ = ("id", "op", "writes", "reads", "attrs", "dtype", "shape", "source")
+
+    def __init__(
+        self,
+        op: str,
+        writes: tuple[str, ...],
+        reads: list[Read],
+        attrs: Any,
+        dtype: DType,
+        shape: tuple,
+        source: str | None = None,
+        id: int | None = None,
+    ) -> None:
+        self.id = next(_node_ids) if id is None else id
+        self.op = op
+        self.writes = writes
+        self.reads = reads
+        self.attrs = attrs
+        self.dtype = dtype
+        self.shape = shape
+        self.source = source
+
+    @property
+    def out(self) -> str:
+        """The value this node writes (every primitive op writes exactly one)."""
+        return self.writes[0]
+
+    def value_reads(self) -> list[str]:
+        return [r for r in self.reads if isinstance(r, str)]
+
+    def copy(self) -> Node:
+        return Node(self.op, self.writes, list(self.reads), self.attrs, self.dtype, self.shape, self.source, self.id)
+
+    def __repr__(self) -> str:
+        args = ", ".join(str(r) if isinstance(r, str) else repr(r) for r in self.reads)
+        attrs = ", ".join(f"{k}={_fmt(v)}" for k, v in attrs_items(self.attrs))
+        inner = ", ".join(x for x in (args, attrs) if x)
+        shape = ", ".join(str(d) for d in self.shape)
+        return f"{', '.join(self.writes)} = {self.op}({inner}) : {self.dtype.value}[{shape}]"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, DType):
+        return v.value
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_fmt(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def make_node(
+    op: str,
+    reads: list[Read],
+    attrs: dict[str, Any] | None = None,
+    *,
+    writes: tuple[str, ...],
+    read_types: list[tuple[tuple, DType] | None],
+    source: str | None = None,
+) -> Node:
+    """Validate and build a node. ``read_types[i]`` is (shape, dtype) of read i, or None for a literal.
+
+    Rejects an unknown op, unknown/missing/ill-typed attributes, a wrong operand count and operand
+    types that do not fit, each with an AirError naming the op and what is accepted.
+    """
+    spec = spec_of(op)
+    if len(reads) != spec.n_reads:
+        raise AirError(
+            f"op {op!r} takes {spec.n_reads} operand(s), got {len(reads)}: {reads!r}",
+            where=source,
+        )
+    for r in reads:
+        if not isinstance(r, (str, int, float, bool)):
+            raise AirError(
+                f"op {op!r}: operand {r!r} ({type(r).__name__}) is neither a value id nor a scalar literal",
+                where=source,
+            )
+    a = make_attrs(op, attrs or {})
+    from caten_lab.air.infer import infer_type  # local: infer imports node for Read
+
+    shape, dtype = infer_type(op, a, reads, read_types, source)
+    return Node(op, writes, list(reads), a, dtype, shape, source)

@@ -1,0 +1,163 @@
+"""Graph <-> versioned JSON, and Graph -> Graphviz DOT text."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.graph import Graph
+from caten_lab.air.node import Node
+from caten_lab.air.ops import attrs_items, make_attrs
+from caten_lab.air.symbolic import Expr
+from caten_lab.errors import AirError
+
+FORMAT = "caten_lab.air"
+VERSION = 1
+
+
+def _enc(v: Any) -> Any:
+    if isinstance(v, Expr):
+        return v.to_json()
+    if isinstance(v, DType):
+        return {"dtype": v.value}
+    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+        return v
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return {"float": repr(v)}
+        return v
+    if isinstance(v, (tuple, list)):
+        return {"tuple": [_enc(x) for x in v]}
+    raise AirError(f"cannot serialize attribute value {v!r} ({type(v).__name__})")
+
+
+def _dec(v: Any) -> Any:
+    if isinstance(v, dict):
+        if "expr" in v:
+            return Expr.from_json(v)
+        if "dtype" in v:
+            return DType(v["dtype"])
+        if "float" in v:
+            return float(v["float"])
+        if "tuple" in v:
+            return tuple(_dec(x) for x in v["tuple"])
+        if "lit" in v:
+            return _dec(v["lit"])
+    return v
+
+
+def _enc_read(r: Any) -> Any:
+    return r if isinstance(r, str) else {"lit": _enc(r)}
+
+
+def _dec_read(r: Any) -> Any:
+    return r if isinstance(r, str) else _dec(r)
+
+
+def to_json(g: Graph) -> dict:
+    """A JSON-ready dict; stable key order, versioned by ``format``/``version``."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "nodes": [
+            {
+                "id": n.id,
+                "op": n.op,
+                "writes": list(n.writes),
+                "reads": [_enc_read(r) for r in n.reads],
+                "attrs": {k: _enc(v) for k, v in attrs_items(n.attrs)},
+                "dtype": n.dtype.value,
+                "shape": [_enc(d) for d in n.shape],
+                "source": n.source,
+            }
+            for n in g.nodes
+        ],
+        "outputs": list(g.outputs),
+    }
+
+
+def from_json(obj: dict | str) -> Graph:
+    """Rebuild a graph from :func:`to_json` output (or its JSON text); validates every node."""
+    if isinstance(obj, str):
+        obj = json.loads(obj)
+    if obj.get("format") != FORMAT:
+        raise AirError(f"not a caten_lab AIR graph (format={obj.get('format')!r})")
+    if obj.get("version") != VERSION:
+        raise AirError(f"AIR JSON version {obj.get('version')!r} is not supported (this build reads {VERSION})")
+    g = Graph()
+    for d in obj["nodes"]:
+        attrs = make_attrs(d["op"], {k: _dec(v) for k, v in d["attrs"].items()})
+        node = Node(
+            d["op"],
+            tuple(d["writes"]),
+            [_dec_read(r) for r in d["reads"]],
+            attrs,
+            DType(d["dtype"]),
+            tuple(_dec(x) for x in d["shape"]),
+            d.get("source"),
+            d["id"],
+        )
+        g.add(node)
+    g.outputs = list(obj["outputs"])
+    g.verify()
+    return g
+
+
+def dumps(g: Graph) -> str:
+    return json.dumps(to_json(g), sort_keys=False)
+
+
+def loads(text: str) -> Graph:
+    return from_json(json.loads(text))
+
+
+_COLORS = {
+    "unary": "#dbeafe",
+    "binary": "#e0e7ff",
+    "ternary": "#ede9fe",
+    "reduce": "#fde68a",
+    "buffer": "#dcfce7",
+}
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def node_label(n: Node, max_attr: int = 40) -> str:
+    """A short human label: op, compact attributes, dtype[shape]."""
+    parts = []
+    for k, v in attrs_items(n.attrs):
+        if v is None or k in ("dtype",) or (k == "offset" and v == 0):
+            continue
+        s = v.value if isinstance(v, DType) else str(v)
+        if len(s) > max_attr:
+            s = s[: max_attr - 1] + "…"
+        parts.append(f"{k}={s}")
+    lit = [repr(r) for r in n.reads if not isinstance(r, str)]
+    head = n.op + (" " + ", ".join(lit) if lit else "")
+    shape = ",".join(str(d) for d in n.shape)
+    body = "\\n".join(_esc(p) for p in parts)
+    return f"{_esc(head)}" + (f"\\n{body}" if body else "") + f"\\n{n.dtype.value}[{_esc(shape)}]"
+
+
+def to_dot(g: Graph, *, name: str = "air", highlight: dict[int, str] | None = None) -> str:
+    """Graphviz DOT for the graph; ``highlight`` maps node id -> fill colour."""
+    from caten_lab.air.ops import OPS
+
+    lines = [f'digraph "{_esc(name)}" {{', "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];']
+    out_set = set(g.outputs)
+    for n in g.nodes:
+        color = (highlight or {}).get(n.id) or _COLORS.get(OPS[n.op].category, "#f3f4f6")
+        peri = ", penwidth=2.5" if n.out in out_set else ""
+        lines.append(f'  n{n.id} [label="{node_label(n)}", fillcolor="{color}", id="n{n.id}"{peri}];')
+    for n in g.nodes:
+        for i, r in enumerate(n.reads):
+            if isinstance(r, str):
+                p = g.producer_of(r)
+                if p is not None:
+                    lines.append(f'  n{p.id} -> n{n.id} [label="{i}", fontsize=8];' if len(n.reads) > 1 else f"  n{p.id} -> n{n.id};")
+    lines.append("}")
+    return "\n".join(lines)
