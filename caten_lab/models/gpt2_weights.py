@@ -32,6 +32,7 @@ class GPT2Config:
     n_embd: int = 768
     n_layer: int = 12
     n_head: int = 12
+    n_inner: int | None = None
     layer_norm_epsilon: float = 1e-5
     activation_function: str = "gelu_new"
     bos_token_id: int = 50256
@@ -85,6 +86,7 @@ def config_from_dict(d: dict, where: str = "config") -> GPT2Config:
 def expected_shapes(cfg: GPT2Config) -> dict[str, tuple[int, ...]]:
     """HF GPT2LMHeadModel tensor names and shapes (Conv1D weights are [in, out]); lm_head is tied."""
     e, v, p = cfg.n_embd, cfg.vocab_size, cfg.n_positions
+    inner = cfg.n_inner or 4 * e
     shapes: dict[str, tuple[int, ...]] = {
         "transformer.wte.weight": (v, e),
         "transformer.wpe.weight": (p, e),
@@ -103,9 +105,9 @@ def expected_shapes(cfg: GPT2Config) -> dict[str, tuple[int, ...]]:
                 h + "attn.c_proj.bias": (e,),
                 h + "ln_2.weight": (e,),
                 h + "ln_2.bias": (e,),
-                h + "mlp.c_fc.weight": (e, 4 * e),
-                h + "mlp.c_fc.bias": (4 * e,),
-                h + "mlp.c_proj.weight": (4 * e, e),
+                h + "mlp.c_fc.weight": (e, inner),
+                h + "mlp.c_fc.bias": (inner,),
+                h + "mlp.c_proj.weight": (inner, e),
                 h + "mlp.c_proj.bias": (e,),
             }
         )

@@ -1,0 +1,244 @@
+"""GPT-2 compiled end to end: load local weights, compile ONE program, generate tokens.
+
+One compile with symbols ``seq`` (new tokens) and ``pos`` (start position) serves the prompt
+(prefill) and every decode step. Weights and the KV cache are allocated once, and the cache is
+updated in place by the compiled program; each step is a single call into the shared library.
+
+Context limit: the KV cache holds ``n_ctx`` positions (``n_positions`` unless given). A prompt
+longer than that is a CatenError; generation stops cleanly when the cache is full, with
+``stop_reason == "context_limit"`` (memory stays flat: nothing grows per token).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from caten_lab.errors import CatenError
+from caten_lab.models.gpt2_weights import GPT2Weights, load_gguf, load_hf_dir
+from caten_lab.models.quantize import FORMATS, apply_weight_format
+from caten_lab.models.sampling import SamplingOptions, sample
+
+
+@dataclass
+class GenerationStats:
+    """Timings of the last generation (seconds, tokens per second)."""
+
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    ttft_s: float = 0.0
+    decode_s: float = 0.0
+    stop_reason: str = ""
+    step_times: list[float] = field(default_factory=list)
+
+    @property
+    def decode_tok_s(self) -> float:
+        n = max(self.new_tokens - 1, 0)
+        return n / self.decode_s if self.decode_s > 0 else 0.0
+
+
+def load_weights(path: str | os.PathLike) -> GPT2Weights:
+    """A Hugging Face directory or a ``.gguf`` file."""
+    p = Path(path)
+    if p.is_file() and p.suffix == ".gguf":
+        return load_gguf(p)
+    return load_hf_dir(p)
+
+
+def _quantizable(arrays: dict[str, np.ndarray]) -> list[str]:
+    """The 2-D matmul weights (the token embedding included: it is also the tied lm_head)."""
+    return [k for k, v in arrays.items() if v.ndim == 2 and k.endswith(".weight") and "wpe" not in k]
+
+
+class GPT2Runner:
+    """A compiled GPT-2: ``runner.generate(prompt_ids, 20)`` or ``for tok in runner.stream(...)``."""
+
+    def __init__(
+        self,
+        weights: GPT2Weights,
+        *,
+        weight_format: str = "fp32",
+        backend: str | None = None,
+        n_ctx: int | None = None,
+        all_logits: bool = False,
+        progress: bool = False,
+    ) -> None:
+        from caten_lab.nn.gpt2 import GPT2, GPT2Config
+
+        if weight_format not in FORMATS:
+            raise CatenError(
+                f"unknown weight format {weight_format!r}", hint=f"use one of {', '.join(FORMATS)}"
+            )
+        c = weights.config
+        n_ctx = n_ctx or c.n_positions
+        if not 0 < n_ctx <= c.n_positions:
+            raise CatenError(f"n_ctx must be in 1..{c.n_positions} (n_positions), got {n_ctx}")
+        self.config = c
+        self.n_ctx = n_ctx
+        self.weight_format = weight_format
+        self.all_logits = all_logits
+        cfg = GPT2Config(
+            vocab_size=c.vocab_size,
+            n_positions=c.n_positions,
+            n_embd=c.n_embd,
+            n_layer=c.n_layer,
+            n_head=c.n_head,
+            n_inner=c.n_inner,
+            layer_norm_epsilon=c.layer_norm_epsilon,
+            activation_function=c.activation_function,
+            n_ctx=n_ctx,
+        )
+        t0 = time.perf_counter()
+        model = GPT2(cfg)
+        model.load_hf_state_dict(weights.state_dict)
+        dec = model.decoder_graph(last_only=not all_logits)
+        self.graph, arrays = dec.graph, dict(dec.arrays)
+        self.graph, arrays = apply_weight_format(self.graph, arrays, _quantizable(arrays), weight_format)
+        self.tokens_name = dec.tokens
+        self.states = list(dec.states)
+        self.arrays = arrays
+        self.trace_s = time.perf_counter() - t0
+        self._backend = backend
+        self._progress = progress
+        self._program: Any = None
+        self.compile_s = 0.0
+        self.stats = GenerationStats()
+        self._pos = 0
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **kw: Any) -> GPT2Runner:
+        """Load a local Hugging Face directory (config.json + model.safetensors) or a GGUF file."""
+        return cls(load_weights(path), **kw)
+
+    # ---- compile and step ----------------------------------------------------------------
+    @property
+    def program(self) -> Any:
+        if self._program is None:
+            self.compile()
+        return self._program
+
+    def compile(self, *, force: bool = False) -> Any:
+        """Compile the one symbolic program (cached on disk by the runtime)."""
+        from caten_lab.compiler import compile as compile_graph
+
+        t0 = time.perf_counter()
+        if self._progress:
+            from tqdm.auto import tqdm
+
+            with tqdm(total=1, desc="compiling GPT-2", leave=False) as bar:
+                self._program = compile_graph(self.graph, backend=self._backend, force=force)
+                bar.update(1)
+        else:
+            self._program = compile_graph(self.graph, backend=self._backend, force=force)
+        self.compile_s = time.perf_counter() - t0
+        return self._program
+
+    def reset(self) -> None:
+        """Forget the cached context (zeroes the KV cache in place)."""
+        for s in self.states:
+            self.arrays[s][...] = 0
+        self._pos = 0
+
+    def forward(self, token_ids: Sequence[int] | np.ndarray, pos: int) -> np.ndarray:
+        """Run new tokens at ``pos``; returns logits (1, n, vocab), or (1, 1, vocab) for the last one."""
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
+        n = ids.shape[1]
+        if n == 0:
+            raise CatenError("forward: no tokens given")
+        if pos + n > self.n_ctx:
+            raise CatenError(
+                f"context limit: positions {pos}..{pos + n - 1} do not fit the KV cache of {self.n_ctx}",
+                hint="shorten the prompt, reset(), or build the runner with a larger n_ctx (<= n_positions)",
+            )
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+            raise CatenError(
+                f"token ids must be in 0..{self.config.vocab_size - 1}, got {ids.min()}..{ids.max()}"
+            )
+        self.arrays[self.tokens_name] = ids
+        out = self.program(self.arrays, {"seq": n, "pos": pos})
+        return out[0]
+
+    # ---- generation -----------------------------------------------------------------------
+    def stream(
+        self,
+        prompt: Sequence[int],
+        max_new_tokens: int,
+        options: SamplingOptions | None = None,
+        *,
+        stop_tokens: Iterable[int] = (),
+        progress: bool = False,
+    ) -> Iterator[int]:
+        """Yield new token ids one by one; stops at a stop token, the limit, or a full context."""
+        opts = options or SamplingOptions()
+        prompt = [int(t) for t in prompt]
+        if not prompt:
+            raise CatenError(
+                "generate: the prompt is empty", hint="pass at least one token id (e.g. the BOS token)"
+            )
+        if len(prompt) > self.n_ctx:
+            raise CatenError(
+                f"context limit: the prompt has {len(prompt)} tokens, the context holds {self.n_ctx}"
+            )
+        stops = set(stop_tokens)
+        self.reset()
+        st = self.stats = GenerationStats(prompt_tokens=len(prompt))
+        history = list(prompt)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=max_new_tokens, desc="generating", leave=False)
+        t0 = time.perf_counter()
+        logits = self.forward(prompt, 0)
+        pos = len(prompt)
+        try:
+            for step in range(max_new_tokens):
+                tok = sample(logits[0, -1], history, opts, step)
+                now = time.perf_counter()
+                if step == 0:
+                    st.ttft_s = now - t0
+                    t_dec = now
+                st.new_tokens += 1
+                history.append(tok)
+                if bar is not None:
+                    bar.update(1)
+                yield tok
+                if tok in stops:
+                    st.stop_reason = "stop_token"
+                    return
+                if step + 1 == max_new_tokens:
+                    st.stop_reason = "max_new_tokens"
+                    return
+                if pos >= self.n_ctx:
+                    st.stop_reason = "context_limit"
+                    return
+                s0 = time.perf_counter()
+                logits = self.forward([tok], pos)
+                st.step_times.append(time.perf_counter() - s0)
+                pos += 1
+                st.decode_s = time.perf_counter() - t_dec
+            if max_new_tokens == 0:
+                st.stop_reason = "max_new_tokens"
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        max_new_tokens: int,
+        options: SamplingOptions | None = None,
+        *,
+        stop_tokens: Iterable[int] = (),
+        progress: bool = False,
+    ) -> list[int]:
+        """Prompt + generated token ids (see :meth:`stream`)."""
+        return list(prompt) + list(
+            self.stream(prompt, max_new_tokens, options, stop_tokens=stop_tokens, progress=progress)
+        )
