@@ -12,3 +12,10 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised by the note
     from caten_lab.notebook.magic import load_ipython_extension as _load
 
     _load(ipython)
+
+
+def show(obj, **kwargs):  # pragma: no cover - thin lazy wrapper, tested via caten_lab.notebook
+    """Static HTML report of a PassTrace / Program / %%caten result (renders in nbconvert and on GitHub)."""
+    from caten_lab.notebook.static_html import show as _show
+
+    return _show(obj, **kwargs)

@@ -1,4 +1,7 @@
-"""AIR: caten_lab's graph IR (typed primitive ops, an indexed graph, a recorded rewriter, a NumPy interpreter)."""
+"""AIR: caten_lab's graph IR.
+
+Typed primitive ops, an indexed graph, a recorded rewriter and a NumPy interpreter.
+"""
 
 from caten_lab.air.dtypes import DType, dtypes, to_dtype
 from caten_lab.air.graph import Graph
@@ -10,7 +13,34 @@ from caten_lab.air.serialize import dumps, from_json, loads, to_dot, to_json
 from caten_lab.air.symbolic import Dim, Expr, Sym
 
 __all__ = [
-    "DType", "dtypes", "to_dtype", "Graph", "interpret", "Node", "is_value", "make_node", "OPS", "OpSpec",
-    "make_attrs", "op_names", "spec_of", "Match", "Pat", "Rewrite", "Rewriter", "Rule", "match", "replay",
-    "rewrite", "rule", "dumps", "from_json", "loads", "to_dot", "to_json", "Dim", "Expr", "Sym",
+    "DType",
+    "dtypes",
+    "to_dtype",
+    "Graph",
+    "interpret",
+    "Node",
+    "is_value",
+    "make_node",
+    "OPS",
+    "OpSpec",
+    "make_attrs",
+    "op_names",
+    "spec_of",
+    "Match",
+    "Pat",
+    "Rewrite",
+    "Rewriter",
+    "Rule",
+    "match",
+    "replay",
+    "rewrite",
+    "rule",
+    "dumps",
+    "from_json",
+    "loads",
+    "to_dot",
+    "to_json",
+    "Dim",
+    "Expr",
+    "Sym",
 ]

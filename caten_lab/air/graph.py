@@ -25,7 +25,9 @@ class Graph:
     def __init__(self) -> None:
         self._nodes: dict[int, Node] = {}
         self._producer: dict[str, Node] = {}
-        self._users: dict[str, dict[int, int]] = {}
+        # value -> its readers. Compact: absent = no reader; an int = one node reading it once (the
+        # common case, no inner dict); else {node id: number of reads}. See use_counts().
+        self._users: dict[str, int | dict[int, int]] = {}
         self.outputs: list[str] = []
         self.version = 0  # bumped by every mutation
         self.journal: list[int] | None = None  # when a list, ids of nodes added are appended (rewriter)
@@ -54,11 +56,27 @@ class Graph:
         return self._producer.get(value)
 
     def users_of(self, value: str) -> list[Node]:
-        return [self._nodes[i] for i in self._users.get(value, ())]
+        """The nodes reading ``value`` (each once, in no particular order)."""
+        u = self._users.get(value)
+        if u is None:
+            return []
+        if u.__class__ is int:
+            return [self._nodes[u]]  # type: ignore[index]
+        nodes = self._nodes
+        return [nodes[i] for i in u]  # type: ignore[union-attr]
+
+    def use_counts(self, value: str) -> dict[int, int]:
+        """{node id: how many of its operands read ``value``} (a fresh dict)."""
+        u = self._users.get(value)
+        if u is None:
+            return {}
+        return {u: 1} if u.__class__ is int else dict(u)  # type: ignore[dict-item, arg-type]
 
     def n_users(self, value: str) -> int:
         """Number of nodes reading ``value`` (an output counts as one more use)."""
-        return len(self._users.get(value, ())) + (value in self.outputs)
+        u = self._users.get(value)
+        n = 0 if u is None else 1 if u.__class__ is int else len(u)  # type: ignore[arg-type]
+        return n + (value in self.outputs)
 
     def type_of(self, read: Read) -> tuple[tuple, DType] | None:
         """(shape, dtype) of a value read, None for a literal."""
@@ -73,32 +91,85 @@ class Graph:
         """Named ``allocate`` nodes: what must be bound at run time."""
         return [n for n in self._nodes.values() if n.op == "allocate" and n.attrs.name is not None]
 
+    # ---- index maintenance (internal) ------------------------------------------------------
+    def _use(self, value: str, nid: int, count: int = 1) -> None:
+        users = self._users
+        u = users.get(value)
+        if u is None:
+            users[value] = nid if count == 1 else {nid: count}
+        elif u.__class__ is int:
+            users[value] = {u: 1 + count} if u == nid else {u: 1, nid: count}  # type: ignore[dict-item]
+        else:
+            u[nid] = u.get(nid, 0) + count  # type: ignore[union-attr]
+
+    def _unuse(self, value: str, nid: int, all_reads: bool = False) -> None:
+        """Drop one read (or every read, with ``all_reads``) of ``value`` by node ``nid``."""
+        users = self._users
+        u = users.get(value)
+        if u is None:
+            return
+        if u.__class__ is int:
+            if u == nid:
+                del users[value]
+            return
+        c = u.get(nid)  # type: ignore[union-attr]
+        if c is None:
+            return
+        if c > 1 and not all_reads:
+            u[nid] = c - 1  # type: ignore[index]
+        else:
+            del u[nid]  # type: ignore[union-attr]
+            if not u:
+                del users[value]
+
     # ---- mutation ----------------------------------------------------------------------
     def insert(self, op: str, reads: list[Read], /, *, source: str | None = None, **attrs: Any) -> str:
         """Validate and append a new node; returns the value it writes."""
-        read_types = [self.type_of(r) for r in reads]
+        producer = self._producer
+        read_types: list[tuple[tuple, DType] | None] = []
+        for r in reads:
+            if r.__class__ is str:
+                p = producer.get(r)  # type: ignore[arg-type]
+                if p is None:
+                    raise AirError(
+                        f"op {op!r} reads value {r!r}, which is not defined in this graph",
+                        where=source,
+                        hint="read values returned by insert() on this same graph",
+                    )
+                read_types.append((p.shape, p.dtype))
+            else:
+                read_types.append(self.type_of(r))
         node = make_node(op, reads, attrs, writes=(), read_types=read_types, source=source)
-        node.writes = (f"v{node.id}",)
+        out = f"v{node.id}"
+        node.writes = (out,)
         self.add(node)
-        return node.out
+        return out
 
     def add(self, node: Node) -> Node:
         """Append an already-built node (its reads must be defined; its writes must be new)."""
-        if node.id in self._nodes:
-            raise AirError(f"node id {node.id} is already in the graph")
+        nid = node.id
+        nodes = self._nodes
+        if nid in nodes:
+            raise AirError(f"node id {nid} is already in the graph")
+        producer = self._producer
         for w in node.writes:
-            if w in self._producer:
-                raise AirError(f"value {w!r} is already written by node {self._producer[w].id}")
-        self._nodes[node.id] = node
+            if w in producer:
+                raise AirError(f"value {w!r} is already written by node {producer[w].id}")
+        nodes[nid] = node
         for w in node.writes:
-            self._producer[w] = node
-            self._users.setdefault(w, {})
+            producer[w] = node
+        users = self._users
         for r in node.reads:
-            if isinstance(r, str):
-                u = self._users.setdefault(r, {})
-                u[node.id] = u.get(node.id, 0) + 1
+            if r.__class__ is str:
+                u = users.get(r)  # type: ignore[call-overload]
+                if u is None:
+                    users[r] = nid  # type: ignore[index]
+                elif u.__class__ is int:
+                    users[r] = {u: 2} if u == nid else {u: 1, nid: 1}  # type: ignore[index]
+                else:
+                    u[nid] = u.get(nid, 0) + 1
         if self.journal is not None:
-            self.journal.append(node.id)
+            self.journal.append(nid)
         self.version += 1
         return node
 
@@ -107,40 +178,35 @@ class Graph:
         node = self.node(node_id)
         if not force:
             for w in node.writes:
-                if self._users.get(w) or w in self.outputs:
-                    users = [self._nodes[i].id for i in self._users.get(w, ())]
+                if w in self._users or w in self.outputs:
+                    users = [n.id for n in self.users_of(w)]
                     raise AirError(
                         f"cannot remove node {node_id} ({node.op}): its value {w!r} is still used by "
                         f"{users or 'the graph outputs'}",
                         hint="replace_uses(...) first, or prune()",
                     )
         for r in node.reads:
-            if isinstance(r, str):
-                u = self._users.get(r)
-                if u is not None and node_id in u:
-                    del u[node_id]
+            if r.__class__ is str:
+                self._unuse(r, node_id, all_reads=True)  # type: ignore[arg-type]
+        producer = self._producer
         for w in node.writes:
-            del self._producer[w]
-            if not self._users.get(w):
-                self._users.pop(w, None)
+            del producer[w]
         del self._nodes[node_id]
         self.version += 1
         return node
 
     def set_read(self, node: Node, index: int, value: Read) -> None:
         """Change one operand of ``node`` (no type re-check: callers keep types consistent)."""
+        if self._nodes.get(node.id) is not node:
+            raise AirError(f"set_read: node {node.id} ({node.op}) is not in this graph")
+        if isinstance(value, str) and value not in self._producer:
+            raise AirError(f"set_read: value {value!r} is not defined in this graph")
         old = node.reads[index]
         if isinstance(old, str):
-            u = self._users[old]
-            u[node.id] -= 1
-            if u[node.id] == 0:
-                del u[node.id]
+            self._unuse(old, node.id)
         node.reads[index] = value
         if isinstance(value, str):
-            if value not in self._producer:
-                raise AirError(f"value {value!r} is not defined in this graph")
-            u = self._users.setdefault(value, {})
-            u[node.id] = u.get(node.id, 0) + 1
+            self._use(value, node.id)
         self.version += 1
 
     def replace_uses(self, old: str, new: Read, *, outputs: bool = True) -> int:
@@ -149,44 +215,46 @@ class Graph:
             return 0
         if isinstance(new, str) and new not in self._producer:
             raise AirError(f"replace_uses: value {new!r} is not defined in this graph")
-        users = self._users.get(old, {})
+        if outputs and not isinstance(new, str) and old in self.outputs:
+            raise AirError(
+                f"replace_uses: output {old!r} cannot become the literal {new!r}",
+                hint="insert a const node for the literal and replace with its value",
+            )
+        counts = self.use_counts(old)
         changed = 0
-        for nid in list(users):
-            node = self._nodes[nid]
-            for i, r in enumerate(node.reads):
-                if r == old and isinstance(r, str):
-                    node.reads[i] = new
+        nodes = self._nodes
+        for nid in counts:
+            reads = nodes[nid].reads
+            for i, r in enumerate(reads):
+                if r == old and r.__class__ is str:
+                    reads[i] = new
                     changed += 1
-        if users:
+        if counts:
+            del self._users[old]
             if isinstance(new, str):
-                nu = self._users.setdefault(new, {})
-                for nid, cnt in users.items():
-                    nu[nid] = nu.get(nid, 0) + cnt
-            users.clear()
+                for nid, cnt in counts.items():
+                    self._use(new, nid, cnt)
         if outputs and old in self.outputs:
-            if not isinstance(new, str):
-                raise AirError(f"replace_uses: output {old!r} cannot become the literal {new!r}")
-            self.outputs = [new if o == old else o for o in self.outputs]
+            self.outputs = [new if o == old else o for o in self.outputs]  # type: ignore[misc]
         self.version += 1
         return changed
 
     def replace_node(self, node_id: int, new: Node) -> Node:
         """Put ``new`` in place of node ``node_id``: same id, same writes, same position; O(reads)."""
         old = self.node(node_id)
+        for r in new.reads:
+            if isinstance(r, str) and r not in self._producer:
+                raise AirError(f"replace_node: value {r!r} is not defined in this graph")
+        if new.id != node_id and new.id in self._nodes:
+            raise AirError(f"replace_node: the new node is node {new.id} of this graph; pass a fresh node")
         for r in old.reads:
-            if isinstance(r, str):
-                u = self._users[r]
-                u[node_id] -= 1
-                if u[node_id] == 0:
-                    del u[node_id]
+            if r.__class__ is str:
+                self._unuse(r, node_id)  # type: ignore[arg-type]
         new.id = node_id
         new.writes = old.writes
         for r in new.reads:
-            if isinstance(r, str):
-                if r not in self._producer:
-                    raise AirError(f"replace_node: value {r!r} is not defined in this graph")
-                u = self._users.setdefault(r, {})
-                u[node_id] = u.get(node_id, 0) + 1
+            if r.__class__ is str:
+                self._use(r, node_id)  # type: ignore[arg-type]
         self._nodes[node_id] = new
         for w in new.writes:
             self._producer[w] = new
@@ -266,40 +334,108 @@ class Graph:
         return len(dead)
 
     def verify(self) -> None:
-        """Check every read is defined, there is no cycle, outputs exist and the indices are exact."""
+        """Check every read is defined, there is no cycle, outputs exist and the indices are exact.
+
+        A fast O(N + E) pass checks the indices in place, without rebuilding them; on any mismatch
+        :meth:`_diagnose` rebuilds them to say exactly what is wrong.
+        """
+        nodes = self._nodes
+        producer = self._producer
+        users = self._users
+        n_writes = 0
+        n_pairs = 0  # distinct (value, reader) pairs
+        ok = True
+        for nid, n in nodes.items():
+            writes = n.writes
+            if nid != n.id or not writes:
+                ok = False
+                break
+            for w in writes:
+                if producer.get(w) is not n:
+                    ok = False
+            n_writes += len(writes)
+            reads = n.reads
+            if len(reads) == 1 or (len(reads) == 2 and reads[0] != reads[1]):
+                for r in reads:
+                    if r.__class__ is str:
+                        u = users.get(r)  # type: ignore[call-overload]
+                        if u is None or (u != nid if u.__class__ is int else u.get(nid) != 1):  # type: ignore[union-attr]
+                            ok = False
+                        n_pairs += 1
+            elif reads:
+                counts: dict[str, int] = {}
+                for r in reads:
+                    if r.__class__ is str:
+                        counts[r] = counts.get(r, 0) + 1  # type: ignore[index]
+                for r, c in counts.items():
+                    u = users.get(r)
+                    if u is None or (c != 1 or u != nid if u.__class__ is int else u.get(nid) != c):  # type: ignore[union-attr]
+                        ok = False
+                n_pairs += len(counts)
+            if not ok:
+                break
+        if ok and n_writes == len(producer):
+            total = 0
+            for u in users.values():
+                total += 1 if u.__class__ is int else len(u)  # type: ignore[arg-type]
+            ok = total == n_pairs and all(r in producer for r in users)
+        else:
+            ok = False
+        if not ok or any(o not in producer for o in self.outputs):
+            self._diagnose()
+            raise AirError("index out of sync")  # unreachable: _diagnose raises
+        self.toposort()  # raises on a cycle
+
+    def _diagnose(self) -> None:
+        """Rebuild the indices from the nodes and raise an AirError naming the first difference."""
         producer: dict[str, Node] = {}
         users: dict[str, dict[int, int]] = {}
-        for n in self._nodes.values():
+        for nid, n in self._nodes.items():
+            if nid != n.id:
+                raise AirError(f"index out of sync: node {n.id} ({n.op}) is stored under id {nid}")
+            if not n.writes:
+                raise AirError(f"node {n.id} ({n.op}) writes no value")
             for w in n.writes:
                 if w in producer:
                     raise AirError(f"value {w!r} is written twice (nodes {producer[w].id} and {n.id})")
                 producer[w] = n
-                users.setdefault(w, {})
         for n in self._nodes.values():
+            nid = n.id
             for r in n.reads:
-                if isinstance(r, str):
+                if r.__class__ is str:
                     if r not in producer:
-                        raise AirError(f"node {n.id} ({n.op}) reads {r!r}, which no node writes", where=n.source)
-                    u = users.setdefault(r, {})
-                    u[n.id] = u.get(n.id, 0) + 1
+                        raise AirError(
+                            f"node {nid} ({n.op}) reads {r!r}, which no node writes", where=n.source
+                        )
+                    u = users.get(r)  # type: ignore[call-overload]
+                    if u is None:
+                        users[r] = {nid: 1}  # type: ignore[index]
+                    else:
+                        u[nid] = u.get(nid, 0) + 1
         for o in self.outputs:
             if o not in producer:
                 raise AirError(f"output {o!r} is not written by any node")
-        if producer != self._producer or any(producer[k] is not self._producer[k] for k in producer):
+        mine = self._producer
+        if len(producer) != len(mine) or any(mine.get(k) is not v for k, v in producer.items()):
             raise AirError("index out of sync: value -> producer")
-        mine = {k: v for k, v in self._users.items() if v}
-        theirs = {k: v for k, v in users.items() if v}
-        if mine != theirs:
-            bad = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))[:5]
+        if len(users) != len(self._users) or any(self.use_counts(k) != v for k, v in users.items()):
+            bad = sorted(k for k in set(users) | set(self._users) if self.use_counts(k) != users.get(k, {}))[
+                :5
+            ]
             raise AirError(f"index out of sync: value -> users differs for {bad}")
-        self.toposort()  # raises on a cycle
 
     def copy(self) -> Graph:
+        """An independent graph with the same node ids and values (nodes are copied, attrs shared)."""
         g = Graph()
-        for n in self._nodes.values():
-            g.add(n.copy())
+        nodes = g._nodes
+        producer = g._producer
+        for nid, n in self._nodes.items():
+            c = n.copy()
+            nodes[nid] = c
+            for w in c.writes:
+                producer[w] = c
+        g._users = {v: u if u.__class__ is int else dict(u) for v, u in self._users.items()}  # type: ignore[misc]
         g.outputs = list(self.outputs)
-        g.version = 0
         return g
 
     # ---- structural identity (the schedule-cache key) ----------------------------------
@@ -330,8 +466,11 @@ class Graph:
                         break
                 else:
                     stack.pop()
-                    rd = tuple(("v", index[r]) if isinstance(r, str) else ("l", type(r).__name__, r) for r in node.reads)
-                    keys.append((node.op, attrs_items(node.attrs), node.dtype.value, node.shape, rd))
+                    rd = tuple(
+                        ("v", index[r]) if isinstance(r, str) else ("l", type(r).__name__, _key_scalar(r))
+                        for r in node.reads
+                    )
+                    keys.append((node.op, _key_attrs(node.attrs), node.dtype.value, node.shape, rd))
                     index[node.out] = len(keys) - 1
         return tuple(keys), tuple(index[o] for o in self.outputs)
 
@@ -351,6 +490,18 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<Graph {len(self._nodes)} nodes, outputs={self.outputs}>"
+
+
+def _key_scalar(v: Any) -> Any:
+    """Floats by their exact bits, so NaN equals NaN and 0.0 differs from -0.0 in structural keys."""
+    return v.hex() if v.__class__ is float else v
+
+
+def _key_attrs(attrs: Any) -> tuple:
+    items = attrs_items(attrs)
+    if any(v.__class__ is float for _, v in items):
+        return tuple((k, ("f", v.hex()) if v.__class__ is float else v) for k, v in items)
+    return items
 
 
 def graph_from_nodes(nodes: Iterable[Node], outputs: Iterable[str]) -> Graph:

@@ -10,6 +10,12 @@ from caten_lab.errors import AirError
 
 Type = tuple[tuple, DType]
 
+_FLOAT_ONLY = frozenset({"exp2", "log2", "sin", "sqrt", "recip"})
+_INT_ONLY = frozenset({"idiv", "mod"})
+_NOT_FLOAT = frozenset({"and", "or", "xor", "not"})
+_COMPARE = frozenset(COMPARE)
+_CATEGORY = {name: spec.category for name, spec in OPS.items()}
+
 
 def _literal_dtype(v: Any) -> DType:
     if isinstance(v, bool):
@@ -20,44 +26,44 @@ def _literal_dtype(v: Any) -> DType:
 
 
 def _fmt_shape(s: tuple) -> str:
-    return "(" + ", ".join(str(d) for d in s) + ")"
+    return "(" + ", ".join(str(d) for d in s) + ("," if len(s) == 1 else "") + ")"
 
 
 def infer_type(op: str, attrs: Any, reads: list, read_types: list[Type | None], source: str | None) -> Type:
     """Result (shape, dtype) of ``op``; AirError when operand shapes/dtypes do not fit."""
-    cat = OPS[op].category
+    cat = _CATEGORY[op]
     if cat == "buffer":
-        if op == "view":
-            return attrs.shape, _need(op, read_types, 0, source)[1]
-        if op == "store":
-            dst = _need(op, read_types, 0, source)
-            src = read_types[1]
-            if src is not None and tuple(src[0]) != tuple(attrs.shape):
-                raise AirError(
-                    f"store: source shape {_fmt_shape(src[0])} does not match the window shape {_fmt_shape(attrs.shape)}",
-                    where=source,
-                )
-            return dst
-        return attrs.shape, attrs.dtype
+        return _buffer_type(op, attrs, read_types, source)
     if cat == "reduce":
         shape, dtype = _need(op, read_types, 0, source)
         for ax in attrs.axes:
             if ax >= len(shape):
-                raise AirError(f"reduce: axis {ax} is out of range for shape {_fmt_shape(shape)}", where=source)
+                raise AirError(
+                    f"reduce: axis {ax} is out of range for shape {_fmt_shape(shape)}",
+                    where=source,
+                    hint=f"axes must be < the rank {len(shape)}",
+                )
         return tuple(1 if i in attrs.axes else d for i, d in enumerate(shape)), dtype
     # elementwise: every value operand has the same shape; literals are scalars
-    tensor_types = [t for t in read_types if t is not None]
-    if not tensor_types:
-        raise AirError(f"op {op!r} needs at least one value operand, got only literals {reads!r}", where=source)
-    shape = tensor_types[0][0]
-    for t in tensor_types[1:]:
-        if tuple(t[0]) != tuple(shape):
-            shapes = ", ".join(_fmt_shape(x[0]) for x in tensor_types)
-            raise AirError(
-                f"op {op!r}: operand shapes differ: {shapes}",
-                where=source,
-                hint="elementwise AIR ops need equal shapes; broadcast with a view (stride 0) first",
-            )
+    first: Type | None = None
+    for t in read_types:
+        if t is not None:
+            if first is None:
+                first = t
+            elif t[0] != first[0] and tuple(t[0]) != tuple(first[0]):
+                shapes = ", ".join(_fmt_shape(x[0]) for x in read_types if x is not None)
+                raise AirError(
+                    f"op {op!r}: operand shapes differ: {shapes}",
+                    where=source,
+                    hint="elementwise AIR ops need equal shapes; broadcast with a view (stride 0) first",
+                )
+    if first is None:
+        raise AirError(
+            f"op {op!r} needs at least one value operand, got only literals {reads!r}",
+            where=source,
+            hint="materialize a scalar with const(value, shape, dtype) first",
+        )
+    shape = first[0]
     if op == "cast":
         return shape, attrs.dtype
     if op == "where":
@@ -67,24 +73,71 @@ def infer_type(op: str, attrs: Any, reads: list, read_types: list[Type | None], 
         arms = [t for t in read_types[1:] if t is not None]
         dtype = arms[0][1] if arms else _literal_dtype(reads[1])
         if any(t[1] != dtype for t in arms):
-            raise AirError(f"where: branches have different dtypes {[t[1].value for t in arms]}", where=source)
+            raise AirError(
+                f"where: branches have different dtypes {[t[1].value for t in arms]}",
+                where=source,
+                hint="cast one branch first",
+            )
         return shape, dtype
-    dtype = tensor_types[0][1]
-    if any(t[1] != dtype for t in tensor_types):
-        raise AirError(
-            f"op {op!r}: operand dtypes differ: {[t[1].value for t in tensor_types]}",
-            where=source,
-            hint="cast one operand first",
-        )
-    if op in ("idiv", "mod") and dtype.is_float:
+    dtype = first[1]
+    for t in read_types:
+        if t is not None and t[1] != dtype:
+            raise AirError(
+                f"op {op!r}: operand dtypes differ: {[x[1].value for x in read_types if x is not None]}",
+                where=source,
+                hint="cast one operand first",
+            )
+    if op in _INT_ONLY and dtype.is_float:
         raise AirError(f"op {op!r} is integer-only, got {dtype.value}", where=source)
-    if op in ("exp2", "log2", "sin", "sqrt", "recip") and not dtype.is_float:
-        raise AirError(f"op {op!r} needs a float operand, got {dtype.value}", where=source, hint="cast to float32 first")
-    if op in ("and", "or", "xor", "not") and dtype.is_float:
+    if op in _FLOAT_ONLY and not dtype.is_float:
+        raise AirError(
+            f"op {op!r} needs a float operand, got {dtype.value}", where=source, hint="cast to float32 first"
+        )
+    if op in _NOT_FLOAT and dtype.is_float:
         raise AirError(f"op {op!r} needs bool or int operands, got {dtype.value}", where=source)
-    if op in COMPARE:
+    if op in _COMPARE:
         return shape, DType.bool
     return shape, dtype
+
+
+def _buffer_type(op: str, attrs: Any, read_types: list[Type | None], source: str | None) -> Type:
+    if op == "view":
+        _check_rank(op, attrs, source)
+        if attrs.mask is not None and len(attrs.mask) != len(attrs.shape):
+            raise AirError(
+                f"view: mask has {len(attrs.mask)} (lo, hi) pairs for a rank-{len(attrs.shape)} shape",
+                where=source,
+                hint="give one (lo, hi) pair per axis",
+            )
+        return attrs.shape, _need(op, read_types, 0, source)[1]
+    if op == "store":
+        _check_rank(op, attrs, source)
+        dst = _need(op, read_types, 0, source)
+        src = read_types[1]
+        if src is not None and tuple(src[0]) != tuple(attrs.shape):
+            raise AirError(
+                f"store: source shape {_fmt_shape(src[0])} does not match the window shape "
+                f"{_fmt_shape(attrs.shape)}",
+                where=source,
+            )
+        return dst
+    if op == "index" and not 0 <= attrs.axis < len(attrs.shape):
+        raise AirError(
+            f"index: axis {attrs.axis} is out of range for shape {_fmt_shape(attrs.shape)}",
+            where=source,
+            hint=f"axis must be in 0..{len(attrs.shape) - 1}",
+        )
+    return attrs.shape, attrs.dtype
+
+
+def _check_rank(op: str, attrs: Any, source: str | None) -> None:
+    if len(attrs.strides) != len(attrs.shape):
+        raise AirError(
+            f"{op}: {len(attrs.strides)} strides for the rank-{len(attrs.shape)} shape "
+            f"{_fmt_shape(attrs.shape)}",
+            where=source,
+            hint="give one stride per axis (0 broadcasts)",
+        )
 
 
 def _need(op: str, read_types: list[Type | None], i: int, source: str | None) -> Type:

@@ -24,7 +24,10 @@ def _dims(shape: tuple, sym: Mapping[str, int], node: Node) -> tuple[int, ...]:
     out = tuple(evaluate(d, sym) for d in shape)
     for d in out:
         if d < 0:
-            raise SymbolError(f"node {node.id} ({node.op}) has a negative dimension {out} under {dict(sym)}", where=node.source)
+            raise SymbolError(
+                f"node {node.id} ({node.op}) has a negative dimension {out} under {dict(sym)}",
+                where=node.source,
+            )
     return out
 
 
@@ -46,6 +49,17 @@ def mask_array(shape: tuple[int, ...], mask: tuple[tuple[int, int], ...]) -> np.
         m = (r >= lo) & (r < hi)
         valid &= m.reshape((shape[axis],) + (1,) * (len(shape) - axis - 1))
     return valid
+
+
+def _check_bounds(idx: np.ndarray, size: int, n: Node) -> None:
+    """A view must stay inside its operand's storage (NumPy would silently wrap negative indices)."""
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        raise AirError(
+            f"node {n.id} (view) reads outside its operand (storage indices {idx.min()}..{idx.max()}, "
+            f"size {size})",
+            where=n.source,
+            hint="check the view's offset/strides, or mask the out-of-range positions",
+        )
 
 
 def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -93,7 +107,9 @@ _UNARY = {
 }
 
 
-def run_node(n: Node, args: list[Any], sym: Mapping[str, int], inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+def run_node(
+    n: Node, args: list[Any], sym: Mapping[str, int], inputs: Mapping[str, np.ndarray]
+) -> np.ndarray:
     """Evaluate one node given its operand values (arrays for value reads, Python scalars for literals)."""
     op = n.op
     a = n.attrs
@@ -103,7 +119,11 @@ def run_node(n: Node, args: list[Any], sym: Mapping[str, int], inputs: Mapping[s
         if a.name is None:
             return np.zeros(shape, dtype=dt)
         if a.name not in inputs:
-            raise AirError(f"input {a.name!r} is not bound", where=n.source, hint=f"pass {a.name}=<array of shape {shape}>")
+            raise AirError(
+                f"input {a.name!r} is not bound",
+                where=n.source,
+                hint=f"pass {a.name}=<array of shape {shape}>",
+            )
         arr = np.asarray(inputs[a.name])
         if arr.shape != shape:
             raise AirError(f"input {a.name!r}: expected shape {shape}, got {arr.shape}", where=n.source)
@@ -121,11 +141,14 @@ def run_node(n: Node, args: list[Any], sym: Mapping[str, int], inputs: Mapping[s
         flat = np.ascontiguousarray(args[0]).reshape(-1)
         idx = strided_index(shape, strides, evaluate(a.offset, sym))
         if a.mask is None:
+            _check_bounds(idx, flat.size, n)
             return flat[idx] if idx.size else np.zeros(shape, dtype=dt)
         mask = tuple((evaluate(lo, sym), evaluate(hi, sym)) for lo, hi in a.mask)
         valid = mask_array(shape, mask)
         out = np.zeros(shape, dtype=dt)
-        out[valid] = flat[idx[valid]]
+        inside = idx[valid]
+        _check_bounds(inside, flat.size, n)
+        out[valid] = flat[inside]
         return out
     if op == "store":
         dst = np.array(args[0], dtype=dt, copy=True)
@@ -133,7 +156,10 @@ def run_node(n: Node, args: list[Any], sym: Mapping[str, int], inputs: Mapping[s
         shape = _dims(a.shape, sym, n)
         idx = strided_index(shape, tuple(evaluate(s, sym) for s in a.strides), evaluate(a.offset, sym))
         if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
-            raise AirError(f"store writes outside its destination (indices {idx.min()}..{idx.max()}, size {flat.size})", where=n.source)
+            raise AirError(
+                f"store writes outside its destination (indices {idx.min()}..{idx.max()}, size {flat.size})",
+                where=n.source,
+            )
         flat[idx] = np.broadcast_to(np.asarray(args[1], dtype=dt), shape)
         return dst
     if op == "reduce":
@@ -160,7 +186,11 @@ def run_node(n: Node, args: list[Any], sym: Mapping[str, int], inputs: Mapping[s
             out = np.where(args[0], args[1], args[2])
         else:
             out = _binary(op, args[0], args[1], n.dtype)
-    return np.broadcast_to(np.asarray(out, dtype=dt), shape).copy() if np.shape(out) != shape else np.asarray(out, dtype=dt)
+    return (
+        np.broadcast_to(np.asarray(out, dtype=dt), shape).copy()
+        if np.shape(out) != shape
+        else np.asarray(out, dtype=dt)
+    )
 
 
 def interpret(
@@ -170,7 +200,10 @@ def interpret(
     *,
     keep: bool = False,
 ) -> list[np.ndarray] | dict[str, np.ndarray]:
-    """Run ``g``; returns the output arrays in order (or every value when ``keep``)."""
+    """Run ``g``; returns the output arrays in order (or every value when ``keep``).
+
+    Only the nodes the outputs depend on are run, unless ``keep`` (then every node is).
+    """
     inputs = inputs or {}
     sym = dict(symbols or {})
     for k, v in sym.items():
@@ -178,6 +211,9 @@ def interpret(
             raise SymbolError(f"symbol {k!r} must be bound to a non-negative int, got {v!r}")
     env: dict[str, np.ndarray] = {}
     order = g.toposort()
+    if not keep:  # only what the outputs depend on (dead nodes may read inputs nobody bound)
+        live = g.live_nodes()
+        order = [n for n in order if n.id in live]
     remaining = {}
     if not keep:
         for n in order:

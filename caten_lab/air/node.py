@@ -6,13 +6,21 @@ import itertools
 from typing import Any
 
 from caten_lab.air.dtypes import DType
-from caten_lab.air.ops import attrs_items, make_attrs, spec_of
+from caten_lab.air.infer import infer_type
+from caten_lab.air.ops import OPS, attrs_items, make_attrs, spec_of
 from caten_lab.errors import AirError
 
 Literal = int | float | bool
 Read = str | int | float | bool  # a value id (str) or a literal scalar
 
 _node_ids = itertools.count(1)
+
+
+def reserve_node_ids(upto: int) -> None:
+    """Make sure fresh node ids are greater than ``upto`` (after loading nodes with explicit ids)."""
+    global _node_ids
+    nxt = next(_node_ids)
+    _node_ids = itertools.count(max(nxt, upto + 1))
 
 
 def is_value(read: Read) -> bool:
@@ -57,7 +65,9 @@ class Node:
         return [r for r in self.reads if isinstance(r, str)]
 
     def copy(self) -> Node:
-        return Node(self.op, self.writes, list(self.reads), self.attrs, self.dtype, self.shape, self.source, self.id)
+        return Node(
+            self.op, self.writes, list(self.reads), self.attrs, self.dtype, self.shape, self.source, self.id
+        )
 
     def __repr__(self) -> str:
         args = ", ".join(str(r) if isinstance(r, str) else repr(r) for r in self.reads)
@@ -89,20 +99,23 @@ def make_node(
     Rejects an unknown op, unknown/missing/ill-typed attributes, a wrong operand count and operand
     types that do not fit, each with an AirError naming the op and what is accepted.
     """
-    spec = spec_of(op)
+    spec = OPS.get(op) or spec_of(op)
     if len(reads) != spec.n_reads:
         raise AirError(
             f"op {op!r} takes {spec.n_reads} operand(s), got {len(reads)}: {reads!r}",
             where=source,
+            hint=f"{op!r}: {spec.doc}",
         )
     for r in reads:
-        if not isinstance(r, (str, int, float, bool)):
+        if r.__class__ not in _READ_TYPES and not isinstance(r, (str, int, float, bool)):
             raise AirError(
                 f"op {op!r}: operand {r!r} ({type(r).__name__}) is neither a value id nor a scalar literal",
                 where=source,
+                hint="operands are value ids (str) returned by Graph.insert, or Python int/float/bool",
             )
-    a = make_attrs(op, attrs or {})
-    from caten_lab.air.infer import infer_type  # local: infer imports node for Read
-
+    a = make_attrs(op, attrs) if attrs else make_attrs(op, {})
     shape, dtype = infer_type(op, a, reads, read_types, source)
     return Node(op, writes, list(reads), a, dtype, shape, source)
+
+
+_READ_TYPES = frozenset({str, int, float, bool})

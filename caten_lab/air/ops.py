@@ -119,9 +119,14 @@ class ShapeK(AttrKind):
 
     @staticmethod
     def check(v: Any) -> tuple:
-        if not isinstance(v, (tuple, list)) or not all(_is_dim(d) for d in v):
-            raise ValueError
-        return tuple(v)
+        if v.__class__ is not tuple:
+            if not isinstance(v, (tuple, list)):
+                raise ValueError
+            v = tuple(v)
+        for d in v:
+            if d.__class__ is not int and not _is_dim(d):  # fast path: plain ints
+                raise ValueError
+        return v
 
 
 class AxesK(AttrKind):
@@ -199,7 +204,7 @@ def _register(name: str, n_reads: int, category: str, doc: str, fields: dict[str
     defaults: dict[str, Any] = {}
     dc_fields: list[Any] = []
     for fname, spec in fields.items():
-        kind, default = (spec if isinstance(spec, tuple) else (spec, dataclasses.MISSING))
+        kind, default = spec if isinstance(spec, tuple) else (spec, dataclasses.MISSING)
         kinds[fname] = kind
         if default is not dataclasses.MISSING:
             defaults[fname] = default
@@ -255,7 +260,13 @@ _register(
     "a buffer: named (bound at run time: an input, weight or state) or fresh scratch",
     {"shape": ShapeK, "dtype": DTypeK, "name": (OptStrK, None)},
 )
-_register("const", 0, "buffer", "a shape filled with one scalar", {"value": ScalarK, "shape": ShapeK, "dtype": DTypeK})
+_register(
+    "const",
+    0,
+    "buffer",
+    "a shape filled with one scalar",
+    {"value": ScalarK, "shape": ShapeK, "dtype": DTypeK},
+)
 _register(
     "view",
     1,
@@ -270,7 +281,13 @@ _register(
     "write src into a strided window of dst, yielding the updated dst (in place once compiled)",
     {"shape": ShapeK, "strides": ShapeK, "offset": (DimK, 0)},
 )
-_register("index", 0, "buffer", "the coordinate along `axis` of each element", {"shape": ShapeK, "axis": IntK, "dtype": DTypeK})
+_register(
+    "index",
+    0,
+    "buffer",
+    "the coordinate along `axis` of each element",
+    {"shape": ShapeK, "axis": IntK, "dtype": DTypeK},
+)
 
 
 def spec_of(op: str) -> OpSpec:
@@ -285,6 +302,10 @@ def spec_of(op: str) -> OpSpec:
 
 def make_attrs(op: str, attrs: dict[str, Any]) -> Any:
     """Validate ``attrs`` for ``op`` and build its attribute object (AirError on any mistake)."""
+    if not attrs:
+        shared = _NO_ATTRS.get(op)
+        if shared is not None:  # attribute-less op: one shared (frozen) instance
+            return shared
     spec = spec_of(op)
     for key in attrs:
         if key not in spec.kinds:
@@ -305,6 +326,9 @@ def make_attrs(op: str, attrs: dict[str, Any]) -> Any:
                 hint=f"{key!r} must be {kind.accepted}",
             ) from None
     return spec.attrs_cls(**values)
+
+
+_NO_ATTRS: dict[str, Any] = {name: spec.attrs_cls() for name, spec in OPS.items() if not spec.kinds}
 
 
 def attrs_items(attrs: Any) -> tuple[tuple[str, Any], ...]:

@@ -4,7 +4,13 @@ A :class:`Rule` pairs a :class:`Pat` (over op, attributes and nested operands) w
 returns the replacement value (or None to decline). :func:`rewrite` runs a worklist: each node is
 tried against the rules indexed by its op; a successful rewrite redirects every use of the matched
 root to the replacement, drops what became dead, and re-queues the new nodes and the users of the
-replacement. Cost is O(nodes + rewrites x pattern size).
+replacement (up to the deepest pattern's depth, so nested patterns see changes below them).
+Cost is O(nodes + rewrites x pattern size).
+
+A builder may return a literal (e.g. ``x*0 -> 0``). Where a literal cannot stand in for the value
+(it is a graph output, or a user would be left with no value operand or is not elementwise), the
+rewriter materializes it as a ``const`` of the root's shape and dtype. Builders must only *insert*
+nodes (never mutate existing ones), so that recorded rewrites replay exactly.
 
 With ``record`` set to a list, every applied rewrite is appended as a :class:`Rewrite` holding the
 rule, the matched node ids, copies of the produced nodes, the replaced value and the removed ids,
@@ -23,6 +29,7 @@ from typing import Any
 
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node, Read
+from caten_lab.air.ops import OPS
 from caten_lab.errors import AirError
 
 
@@ -113,7 +120,10 @@ class Rewrite:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _match_read(g: Graph, p: Pat | str | int | float | bool, r: Read, caps: dict[str, Read], nodes: list[Node]) -> bool:
+PatRead = Pat | str | int | float | bool
+
+
+def _match_read(g: Graph, p: PatRead, r: Read, caps: dict[str, Read], nodes: list[Node]) -> bool:
     if isinstance(p, Pat):
         if not isinstance(r, str):
             return False
@@ -128,7 +138,12 @@ def _match_read(g: Graph, p: Pat | str | int | float | bool, r: Read, caps: dict
     if not isinstance(r, str):
         return r == p and not isinstance(r, bool) ^ isinstance(p, bool)
     n = g.producer_of(r)
-    return n is not None and n.op == "const" and n.attrs.value == p and not isinstance(n.attrs.value, bool) ^ isinstance(p, bool)
+    return (
+        n is not None
+        and n.op == "const"
+        and n.attrs.value == p
+        and not isinstance(n.attrs.value, bool) ^ isinstance(p, bool)
+    )
 
 
 def _match_node(g: Graph, p: Pat, n: Node, caps: dict[str, Read], nodes: list[Node]) -> bool:
@@ -165,6 +180,32 @@ def _match_node(g: Graph, p: Pat, n: Node, caps: dict[str, Read], nodes: list[No
 
 
 _MISSING = object()
+
+
+def pattern_depth(p: Pat) -> int:
+    """How many node levels a match of ``p`` inspects (a literal operand looks one level down)."""
+    d = 1
+    for r in p.reads or ():
+        if isinstance(r, Pat):
+            d = max(d, 1 + pattern_depth(r))
+        elif not isinstance(r, str):
+            d = max(d, 2)
+    return d
+
+
+_ELEMENTWISE_CATEGORIES = frozenset({"unary", "binary", "ternary"})
+
+
+def _literal_fits(g: Graph, old: str) -> bool:
+    """Can every use of ``old`` read a scalar literal instead (elementwise users keeping a value operand)?"""
+    if old in g.outputs:
+        return False
+    for u in g.users_of(old):
+        if OPS[u.op].category not in _ELEMENTWISE_CATEGORIES:
+            return False
+        if not any(isinstance(r, str) and r != old for r in u.reads):
+            return False
+    return True
 
 
 def match(g: Graph, pattern: Pat, node: Node) -> Match | None:
@@ -206,48 +247,66 @@ class Rewriter:
             else:
                 for op in r.pattern.op:
                     self._by_op.setdefault(op, []).append(r)
+        if self._any:  # rules for any op are tried after the op's own rules
+            for op in OPS:
+                self._by_op[op] = self._by_op.get(op, []) + self._any
+        self.depth = max((pattern_depth(r.pattern) for r in self.rules), default=1)
 
-    def run(self, g: Graph, *, record: list[Rewrite] | None = None, max_rewrites: int = 10_000_000) -> int:
-        """Rewrite ``g`` in place until no rule applies; returns the number of rewrites."""
-        order = g.toposort()
-        work = deque(n.id for n in order)
+    def run(
+        self,
+        g: Graph,
+        *,
+        record: list[Rewrite] | None = None,
+        max_rewrites: int = 10_000_000,
+        stop_after: int | None = None,
+    ) -> int:
+        """Rewrite ``g`` in place until no rule applies; returns the number of rewrites.
+
+        ``max_rewrites`` guards against rules that undo each other (AirError when exceeded);
+        ``stop_after`` stops quietly after that many rewrites (to look at an intermediate state).
+        """
+        by_op = self._by_op
+        work = deque(n.id for n in g.toposort())
         queued = set(work)
         applied = 0
+        if stop_after is not None and stop_after <= 0:
+            return 0
+        nodes = g._nodes
         journal_before = g.journal
-        g.journal = []
+        journal: list[int] = []
+        g.journal = journal
         try:
             while work:
                 nid = work.popleft()
                 queued.discard(nid)
-                if not g.has_node(nid):
+                node = nodes.get(nid)
+                if node is None:
                     continue
-                node = g.node(nid)
-                rules = self._by_op.get(node.op)
-                if rules is None and not self._any:
+                rules = by_op.get(node.op)
+                if rules is None:
                     continue
-                for rule in (rules or []) + self._any:
+                for rule in rules:
                     m = match(g, rule.pattern, node)
                     if m is None:
                         continue
-                    g.journal.clear()
+                    journal.clear()
                     new = rule.build(m)
-                    if new is None or new == node.out:
-                        self._drop_unused(g, g.journal)
-                        continue
-                    produced = [g.node(i) for i in g.journal if g.has_node(i)]
                     old = node.out
+                    if new is None or new == old:
+                        self._drop_unused(g, journal)
+                        continue
+                    if not isinstance(new, str) and not _literal_fits(g, old):
+                        new = g.insert("const", [], value=new, shape=node.shape, dtype=node.dtype)
+                    produced = [nodes[i] for i in journal if i in nodes]
                     g.replace_uses(old, new)
                     removed: list[int] | None = [] if record is not None else None
                     _remove_dead(g, node, removed)
                     for p in produced:
-                        if g.has_node(p.id) and p.id not in queued:
+                        if p.id in nodes and p.id not in queued:
                             work.append(p.id)
                             queued.add(p.id)
                     if isinstance(new, str):
-                        for u in g.users_of(new):
-                            if u.id not in queued:
-                                work.append(u.id)
-                                queued.add(u.id)
+                        self._requeue_users(g, new, work, queued)
                     applied += 1
                     if record is not None:
                         record.append(
@@ -261,15 +320,34 @@ class Rewriter:
                                 version=g.version,
                             )
                         )
+                    if stop_after is not None and applied >= stop_after:
+                        return applied
                     if applied >= max_rewrites:
                         raise AirError(
                             f"{self.name}: more than {max_rewrites} rewrites; the rules probably loop",
-                            hint=f"last rule applied: {rule.name} ({rule.location})",
+                            hint=f"last rule applied: {rule.name} ({rule.location}); make the rules "
+                            "reduce something (node count, depth) so they cannot undo each other",
                         )
                     break
         finally:
             g.journal = journal_before
         return applied
+
+    def _requeue_users(self, g: Graph, value: str, work: deque[int], queued: set[int]) -> None:
+        """Queue the nodes whose patterns may now match: users of ``value``, up to pattern-depth levels up."""
+        frontier = [value]
+        for level in range(self.depth):
+            nxt: list[str] = []
+            for v in frontier:
+                for u in g.users_of(v):
+                    if u.id not in queued:
+                        work.append(u.id)
+                        queued.add(u.id)
+                    if level + 1 < self.depth:
+                        nxt.append(u.out)
+            if not nxt:
+                break
+            frontier = nxt
 
     @staticmethod
     def _drop_unused(g: Graph, created: list[int]) -> None:
@@ -279,9 +357,15 @@ class Rewriter:
                 _remove_dead(g, g.node(nid), None)
 
 
-def rewrite(g: Graph, rules: Iterable[Rule], *, record: list[Rewrite] | None = None) -> int:
+def rewrite(
+    g: Graph,
+    rules: Iterable[Rule],
+    *,
+    record: list[Rewrite] | None = None,
+    max_rewrites: int = 10_000_000,
+) -> int:
     """Apply ``rules`` to ``g`` to a fixed point (convenience wrapper around :class:`Rewriter`)."""
-    return Rewriter(rules).run(g, record=record)
+    return Rewriter(rules).run(g, record=record, max_rewrites=max_rewrites)
 
 
 def replay(g: Graph, rewrites: Iterable[Rewrite]) -> Graph:

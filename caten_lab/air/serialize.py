@@ -8,8 +8,8 @@ from typing import Any
 
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
-from caten_lab.air.node import Node
-from caten_lab.air.ops import attrs_items, make_attrs
+from caten_lab.air.node import Node, reserve_node_ids
+from caten_lab.air.ops import OPS, attrs_items, make_attrs
 from caten_lab.air.symbolic import Expr
 from caten_lab.errors import AirError
 
@@ -81,26 +81,54 @@ def to_json(g: Graph) -> dict:
 def from_json(obj: dict | str) -> Graph:
     """Rebuild a graph from :func:`to_json` output (or its JSON text); validates every node."""
     if isinstance(obj, str):
-        obj = json.loads(obj)
+        try:
+            obj = json.loads(obj)
+        except json.JSONDecodeError as exc:
+            raise AirError(f"AIR JSON is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise AirError(f"AIR JSON must be an object, got {type(obj).__name__}")
     if obj.get("format") != FORMAT:
-        raise AirError(f"not a caten_lab AIR graph (format={obj.get('format')!r})")
-    if obj.get("version") != VERSION:
-        raise AirError(f"AIR JSON version {obj.get('version')!r} is not supported (this build reads {VERSION})")
-    g = Graph()
-    for d in obj["nodes"]:
-        attrs = make_attrs(d["op"], {k: _dec(v) for k, v in d["attrs"].items()})
-        node = Node(
-            d["op"],
-            tuple(d["writes"]),
-            [_dec_read(r) for r in d["reads"]],
-            attrs,
-            DType(d["dtype"]),
-            tuple(_dec(x) for x in d["shape"]),
-            d.get("source"),
-            d["id"],
+        raise AirError(
+            f"not a caten_lab AIR graph (format={obj.get('format')!r})",
+            hint=f"expected an object with format={FORMAT!r}, as written by caten_lab.air.to_json",
         )
+    if obj.get("version") != VERSION:
+        raise AirError(
+            f"AIR JSON version {obj.get('version')!r} is not supported (this build reads {VERSION})",
+            hint="re-export the graph with this version of caten_lab",
+        )
+    g = Graph()
+    max_id = 0
+    for i, d in enumerate(obj.get("nodes", ())):
+        try:
+            op = d["op"]
+            if op not in OPS:
+                make_attrs(op, {})  # raises the standard unknown-op error
+            reads = [_dec_read(r) for r in d["reads"]]
+            if len(reads) != OPS[op].n_reads:
+                raise AirError(
+                    f"node {d['id']} ({op}) has {len(reads)} operand(s); {op!r} takes {OPS[op].n_reads}"
+                )
+            attrs = make_attrs(op, {k: _dec(v) for k, v in d["attrs"].items()})
+            node = Node(
+                op,
+                tuple(d["writes"]),
+                reads,
+                attrs,
+                DType(d["dtype"]),
+                tuple(_dec(x) for x in d["shape"]),
+                d.get("source"),
+                int(d["id"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AirError(f"AIR JSON node #{i} is malformed: {type(exc).__name__}: {exc}") from None
         g.add(node)
-    g.outputs = list(obj["outputs"])
+        max_id = max(max_id, node.id)
+    reserve_node_ids(max_id)  # nodes inserted later must not reuse the loaded ids
+    outputs = obj.get("outputs", [])
+    if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
+        raise AirError(f"AIR JSON outputs must be a list of value ids, got {outputs!r}")
+    g.outputs = list(outputs)
     g.verify()
     return g
 
@@ -147,7 +175,11 @@ def to_dot(g: Graph, *, name: str = "air", highlight: dict[int, str] | None = No
     """Graphviz DOT for the graph; ``highlight`` maps node id -> fill colour."""
     from caten_lab.air.ops import OPS
 
-    lines = [f'digraph "{_esc(name)}" {{', "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];']
+    lines = [
+        f'digraph "{_esc(name)}" {{',
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fontname="monospace", fontsize=10];',
+    ]
     out_set = set(g.outputs)
     for n in g.nodes:
         color = (highlight or {}).get(n.id) or _COLORS.get(OPS[n.op].category, "#f3f4f6")
@@ -158,6 +190,9 @@ def to_dot(g: Graph, *, name: str = "air", highlight: dict[int, str] | None = No
             if isinstance(r, str):
                 p = g.producer_of(r)
                 if p is not None:
-                    lines.append(f'  n{p.id} -> n{n.id} [label="{i}", fontsize=8];' if len(n.reads) > 1 else f"  n{p.id} -> n{n.id};")
+                    if len(n.reads) > 1:
+                        lines.append(f'  n{p.id} -> n{n.id} [label="{i}", fontsize=8];')
+                    else:
+                        lines.append(f"  n{p.id} -> n{n.id};")
     lines.append("}")
     return "\n".join(lines)

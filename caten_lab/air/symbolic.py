@@ -14,7 +14,7 @@ from typing import Union
 from caten_lab.errors import SymbolError
 
 # An atom is a symbol name or an opaque operation ("//", a, b) / ("%", a, b) / ("max", a, b) / ("min", a, b).
-Atom = Union[str, tuple]
+Atom = Union[str, tuple]  # noqa: UP007 - a runtime alias, kept compatible with the Dim alias below
 Monomial = tuple  # sorted tuple of atoms (with repetition for powers)
 Dim = Union[int, "Expr"]
 
@@ -31,7 +31,9 @@ class Expr:
     terms: tuple[tuple[Monomial, int], ...]
 
     def __init__(self, terms: Mapping[Monomial, int]) -> None:
-        items = sorted(((m, c) for m, c in terms.items() if c != 0), key=lambda mc: [_atom_key(a) for a in mc[0]])
+        items = sorted(
+            ((m, c) for m, c in terms.items() if c != 0), key=lambda mc: [_atom_key(a) for a in mc[0]]
+        )
         object.__setattr__(self, "terms", tuple(items))
         object.__setattr__(self, "_hash", hash(self.terms))
 

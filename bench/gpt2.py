@@ -1,0 +1,222 @@
+"""GPT-2 decode/prefill speed: caten_lab (C; fp32, fp16, int8) vs PyTorch eager vs tinygrad vs NumPy.
+
+Every system runs in its own subprocess (clean peak RSS, its own thread count), with
+OMP_WAIT_POLICY=PASSIVE so a busy second core does not stall spinning OpenMP threads.
+
+Columns: time to first token with a cold and a warm compile cache (trace + compile + prefill of an
+8-token prompt + first sample), decode tokens/s (greedy, KV cache), prefill tokens/s for a
+128-token prompt, peak RSS. Weights are random (no hub downloads), saved once in HF layout.
+
+    python bench/gpt2.py                 # tiny + GPT-2 small dims, 1 and 2 threads
+    python bench/gpt2.py --quick         # < 1 minute: fewer tokens, 2 threads, fewer rows
+    python bench/gpt2.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONFIGS = {
+    "tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=50257, n_positions=1024),
+    "small": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024),
+}
+PROMPT = [464, 2068, 7586, 21831, 18045, 625, 262, 16931]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def make_model_dir(root: Path, name: str) -> Path:
+    d = root / name
+    if (d / "model.safetensors").exists():
+        return d
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(**CONFIGS[name], bos_token_id=50256, eos_token_id=50256)
+    transformers.GPT2LMHeadModel(cfg).eval().save_pretrained(d)
+    return d
+
+
+def worker(args: argparse.Namespace) -> dict:
+    """Measure one (system, config, weights, threads) row in this process."""
+    model_dir = Path(args.model_dir)
+    n_gen, n_prefill = args.gen, args.prefill
+    row = {"system": args.system, "config": args.config, "weights": args.weights, "threads": args.threads}
+    if args.system in ("caten_lab", "numpy"):
+        from caten_lab.models.gpt2 import GPT2Runner
+
+        backend = "c" if args.system == "caten_lab" else "numpy"
+        t0 = time.perf_counter()
+        runner = GPT2Runner.from_pretrained(model_dir, weight_format=args.weights, backend=backend)
+        toks = list(runner.stream(PROMPT, 1))
+        row["ttft_s"] = time.perf_counter() - t0
+        row["compile_s"] = runner.compile_s
+        if n_gen:
+            runner.generate(PROMPT, n_gen)
+            st = runner.stats
+            row["decode_tok_s"] = (n_gen - 1) / sum(st.step_times) if st.step_times else 0.0
+        if n_prefill:
+            ids = [(i * 7919) % 50000 for i in range(n_prefill)]
+            runner.forward(ids, 0)  # warm
+            t = time.perf_counter()
+            runner.forward(ids, 0)
+            row["prefill_tok_s"] = n_prefill / (time.perf_counter() - t)
+        del toks
+    elif args.system == "torch":
+        import torch
+        import transformers
+
+        torch.set_num_threads(args.threads)
+        model = transformers.GPT2LMHeadModel.from_pretrained(model_dir).eval()
+        if args.weights == "fp16":
+            model = model.half()
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            out = model(torch.tensor([PROMPT]), use_cache=True)
+            int(out.logits[0, -1].argmax())
+            row["ttft_s"] = time.perf_counter() - t0
+            if n_gen:
+                past, tok, times = out.past_key_values, int(out.logits[0, -1].argmax()), []
+                for _ in range(n_gen - 1):
+                    t = time.perf_counter()
+                    o = model(torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+                    past, tok = o.past_key_values, int(o.logits[0, -1].argmax())
+                    times.append(time.perf_counter() - t)
+                row["decode_tok_s"] = len(times) / sum(times)
+            if n_prefill:
+                ids = torch.tensor([[(i * 7919) % 50000 for i in range(n_prefill)]])
+                model(ids)
+                t = time.perf_counter()
+                model(ids)
+                row["prefill_tok_s"] = n_prefill / (time.perf_counter() - t)
+    elif args.system == "tinygrad":
+        try:
+            import tinygrad  # noqa: F401
+        except ImportError:
+            row["error"] = "tinygrad not installed (pip install tinygrad==0.14.0 to include it)"
+            return row
+        row["error"] = "tinygrad runner not wired in this bench yet"
+    row["peak_rss_mb"] = _peak_rss_mb()
+    return row
+
+
+def run_row(system: str, config: str, weights: str, threads: int, model_dir: Path, cache: Path, gen: int, prefill: int) -> dict:
+    env = dict(os.environ)
+    env.update(
+        OMP_NUM_THREADS=str(threads),
+        OMP_WAIT_POLICY="PASSIVE",
+        CATEN_THREADS=str(threads),
+        CATEN_CACHE_DIR=str(cache),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_VERBOSITY="error",
+        PYTHONWARNINGS="ignore",
+    )
+    cmd = [sys.executable, __file__, "--worker", system, "--config", config, "--weights", weights,
+           "--threads", str(threads), "--model-dir", str(model_dir), "--gen", str(gen), "--prefill", str(prefill)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        err = (p.stderr.strip().splitlines() or ["?"])[-1]
+        return {"system": system, "config": config, "weights": weights, "threads": threads, "error": err[:200]}
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--configs", default="tiny,small")
+    ap.add_argument("--worker")
+    ap.add_argument("--config", default="tiny")
+    ap.add_argument("--weights", default="fp32")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model-dir")
+    ap.add_argument("--gen", type=int, default=32)
+    ap.add_argument("--prefill", type=int, default=128)
+    args = ap.parse_args()
+    if args.worker:
+        args.system = args.worker
+        print(json.dumps(worker(args)))
+        return
+
+    root = Path(tempfile.gettempdir()) / "caten_lab_bench_gpt2"
+    root.mkdir(exist_ok=True)
+    thread_counts = [2] if args.quick else [1, 2]
+    gen = 8 if args.quick else 32
+    prefill = 32 if args.quick else 128
+    rows: list[dict] = []
+    for config in args.configs.split(","):
+        model_dir = make_model_dir(root, config)
+        plan = [("caten_lab", "fp32"), ("caten_lab", "fp16"), ("caten_lab", "int8"), ("torch", "fp32"), ("tinygrad", "fp32")]
+        if config == "tiny":
+            plan.append(("numpy", "fp32"))
+        if args.quick and config == "small":
+            plan = [("caten_lab", "fp32"), ("caten_lab", "int8"), ("torch", "fp32")]
+        for threads in thread_counts:
+            for system, weights in plan:
+                cache = Path(tempfile.mkdtemp(prefix="caten_cache_"))
+                g, pf = (gen, prefill) if system != "numpy" else (4, 16)
+                cold = run_row(system, config, weights, threads, model_dir, cache, g, pf)
+                if system in ("caten_lab",) and "error" not in cold:
+                    warm = run_row(system, config, weights, threads, model_dir, cache, 0, 0)
+                    cold["ttft_warm_s"] = warm.get("ttft_s")
+                else:
+                    cold["ttft_warm_s"] = cold.get("ttft_s")
+                cold["ttft_cold_s"] = cold.pop("ttft_s", None)
+                rows.append(cold)
+                _print_row(cold)
+
+    ratios = {}
+    for threads in thread_counts:
+        def get(system: str, weights: str, cfg: str = "small", t: int = threads) -> float | None:
+            for r in rows:
+                if (r["system"], r["weights"], r["config"], r["threads"]) == (system, weights, cfg, t):
+                    return r.get("decode_tok_s")
+            return None
+
+        torch_fp32 = get("torch", "fp32")
+        for key, w in (("decode_vs_torch_fp32", "fp32"), ("decode_fp16_vs_torch_fp32", "fp16"), ("decode_int8_vs_torch_fp32", "int8")):
+            ours = get("caten_lab", w)
+            if ours and torch_fp32:
+                ratios[key if threads == max(thread_counts) else f"{key}@{threads}t"] = ours / torch_fp32
+    print("\nratios (GPT-2 small dims, decode tokens/s, caten_lab / PyTorch fp32):")
+    for k, v in ratios.items():
+        print(f"  {k:32s} {v:6.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "ratios": ratios}, indent=2))
+
+
+_HEADER = False
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 100 else f"{v:.0f}"
+    return "-" if v is None else str(v)
+
+
+def _print_row(r: dict) -> None:
+    global _HEADER
+    cols = ["system", "config", "weights", "threads", "ttft_cold_s", "ttft_warm_s", "decode_tok_s", "prefill_tok_s", "peak_rss_mb"]
+    if not _HEADER:
+        print(" | ".join(f"{c:>13s}" for c in cols))
+        _HEADER = True
+    line = " | ".join(f"{_fmt(r.get(c)):>13s}" for c in cols)
+    if "error" in r:
+        line += f"   ({r['error']})"
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

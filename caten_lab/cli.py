@@ -1,0 +1,132 @@
+"""The ``caten-lab`` command: demo, compile, bench.
+
+    caten-lab demo [--prompt TEXT] [--tokens N] [--weights fp32|fp16|int8]
+    caten-lab compile MODEL_DIR_OR_GGUF [--weights ...] [--c-out FILE]
+    caten-lab bench NAME [args...]      # runs bench/NAME.py from a source checkout
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from caten_lab.errors import CatenError
+
+REPO = Path(__file__).resolve().parent.parent
+BUNDLED_MODEL = REPO / "assets" / "tiny_gpt2"
+DEFAULT_PROMPT = "The king said"
+
+
+def _load_tokenizer(model_dir: Path):  # noqa: ANN202 - returns one of two tokenizer classes
+    """caten_lab's own byte-level BPE (an action) over the model's vocab.json + merges.txt."""
+    from caten_lab.workflow.tokenizers import GPT2Tokenizer
+
+    return GPT2Tokenizer.from_files(model_dir / "vocab.json", model_dir / "merges.txt")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from caten_lab.models.gpt2 import GPT2Runner
+    from caten_lab.models.sampling import SamplingOptions
+
+    model_dir = Path(args.model) if args.model else BUNDLED_MODEL
+    if not (model_dir / "model.safetensors").exists():
+        raise CatenError(
+            f"no model at {model_dir}",
+            hint="the bundled model lives in assets/tiny_gpt2 (python assets/train_tiny_gpt2.py makes it)",
+        )
+    tok = _load_tokenizer(model_dir)
+    print(f"caten_lab demo: GPT-2 from {model_dir} ({args.weights} weights)")
+    t0 = time.perf_counter()
+    runner = GPT2Runner.from_pretrained(model_dir, weight_format=args.weights)
+    print(f"  traced the model graph: {len(runner.graph)} AIR nodes in {time.perf_counter() - t0:.2f} s")
+    with tempfile.TemporaryDirectory() as cold_cache:
+        from caten_lab.config import settings
+
+        with settings(cache_dir=Path(cold_cache)):
+            runner.compile()
+        cold = runner.compile_s
+    runner.compile()
+    warm = runner.compile_s
+    prog = runner.program
+    kernels = getattr(getattr(prog, "schedule", None), "kernels", [])
+    print(f"  compiled: cold cache {cold:.2f} s (C compiler {getattr(prog, 'cc_s', 0.0):.2f} s), warm cache {warm:.2f} s, {len(kernels)} kernels")
+    ids = tok.encode(args.prompt)
+    opts = SamplingOptions(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
+    print(f"\n{args.prompt}", end="", flush=True)
+    out: list[int] = []
+    for t in runner.stream(ids, args.tokens, opts, stop_tokens=[runner.config.eos_token_id]):
+        out.append(t)
+        text = tok.decode(out)
+        if not text.endswith("\ufffd"):  # wait for complete UTF-8 characters
+            print(text, end="", flush=True)
+            out = []
+    print()
+    st = runner.stats
+    print(f"\n  {st.prompt_tokens} prompt tokens, {st.new_tokens} generated; time to first token {st.ttft_s * 1000:.1f} ms; "
+          f"decode {st.decode_tok_s:.1f} tokens/s ({st.stop_reason})")
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from caten_lab.models.gpt2 import GPT2Runner
+
+    runner = GPT2Runner.from_pretrained(args.model, weight_format=args.weights)
+    prog = runner.compile(force=args.force)
+    print(f"compiled {args.model}: {len(runner.graph)} nodes, {runner.compile_s:.2f} s")
+    src = getattr(prog, "c_source", None)
+    if args.c_out and src:
+        Path(args.c_out).write_text(src)
+        print(f"C source written to {args.c_out}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    script = REPO / "bench" / f"{args.name}.py"
+    if not script.exists():
+        names = sorted(p.stem for p in (REPO / "bench").glob("*.py")) if (REPO / "bench").exists() else []
+        raise CatenError(f"no benchmark {args.name!r}", hint=f"available: {', '.join(names) or 'none (not a source checkout)'}")
+    return subprocess.call([sys.executable, str(script), *args.rest])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="caten-lab", description="caten_lab: a deep-learning compiler you can watch work.")
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="compile the bundled tiny GPT-2 and generate text")
+    d.add_argument("--model", help="a Hugging Face GPT-2 directory or .gguf (default: the bundled model)")
+    d.add_argument("--prompt", default=DEFAULT_PROMPT)
+    d.add_argument("--tokens", type=int, default=60)
+    d.add_argument("--weights", choices=["fp32", "fp16", "int8"], default="fp32")
+    d.add_argument("--temperature", type=float, default=0.8)
+    d.add_argument("--top-k", type=int, default=40)
+    d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(fn=cmd_demo)
+    c = sub.add_parser("compile", help="compile a GPT-2 model and report (optionally write the C source)")
+    c.add_argument("model")
+    c.add_argument("--weights", choices=["fp32", "fp16", "int8"], default="fp32")
+    c.add_argument("--c-out")
+    c.add_argument("--force", action="store_true", help="bypass the compile cache")
+    c.set_defaults(fn=cmd_compile)
+    b = sub.add_parser("bench", help="run a benchmark from bench/ (e.g. gpt2, compile_time, air_scaling)")
+    b.add_argument("name")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except CatenError as e:
+        print(f"caten-lab: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

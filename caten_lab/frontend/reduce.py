@@ -1,0 +1,180 @@
+"""Reductions (sum, mean, max, min, argmax, var, softmax, log_softmax) and matmul.
+
+AIR has one reduction op (add or max, keeping reduced axes as size 1); everything else derives from
+it. matmul is broadcast-multiply then sum over the shared axis, built from views so nothing is copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.symbolic import Dim
+from caten_lab.frontend.errors import AxisError, DTypeError, ShapeError, fmt_shape
+from caten_lab.frontend.promote import promote
+from caten_lab.frontend.source import user_source
+from caten_lab.frontend.view import prod
+
+if TYPE_CHECKING:
+    from caten_lab.frontend.tensor import Tensor
+
+Axis = int | Sequence[int] | None
+
+
+class ReduceMixin:
+    __slots__ = ()
+
+    def _axes(self, axis: Axis, op: str) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        axes = tuple(self._axis(a, op) for a in items)
+        if len(set(axes)) != len(axes):
+            raise AxisError(f"{op}: axis {items} repeats an axis", where=user_source())
+        return tuple(sorted(axes))
+
+    def _reduce(self, rop: str, axis: Axis, keepdim: bool, op: str) -> Tensor:
+        axes = self._axes(axis, op)
+        shp = self.shape
+        kept = tuple(1 if i in axes else d for i, d in enumerate(shp))
+        if not axes:
+            return self
+        out = type(self)._make("reduce", (self.node,), kept, self.dtype, op=rop, axes=axes)
+        if keepdim:
+            return out
+        return out.reshape(*(d for i, d in enumerate(shp) if i not in axes))
+
+    def _count(self, axis: Axis, op: str) -> Dim:
+        return prod(tuple(self.shape[a] for a in self._axes(axis, op)))
+
+    def sum(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+        x = self
+        if dtype is not None:
+            x = x.cast(dtype)
+        elif not self.dtype.is_float:
+            x = x.cast(DType.int64)
+        return x._reduce("add", axis, keepdim, "sum")
+
+    def max(self, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        return self._reduce("max", axis, keepdim, "max")
+
+    def min(self, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        if self.dtype == DType.bool:
+            return self.logical_not()._reduce("max", axis, keepdim, "min").logical_not()
+        if self.dtype.is_unsigned:
+            raise DTypeError("min: unsigned tensors are not supported", where=user_source())
+        return -((-self)._reduce("max", axis, keepdim, "min"))
+
+    def mean(self, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        x = self._float()
+        n = self._count(axis, "mean")
+        total = x.sum(axis, keepdim)
+        if isinstance(n, int):
+            return total * (1.0 / n) if n else total / 0.0
+        return total / type(self).full((), n, DType.int64).cast(total.dtype)
+
+    def var(
+        self, axis: Axis = None, keepdim: bool = False, correction: int = 1, unbiased: bool | None = None
+    ) -> Tensor:
+        if unbiased is not None:
+            correction = 1 if unbiased else 0
+        x = self._float()
+        d = x - x.mean(axis, keepdim=True)
+        n = self._count(axis, "var")
+        ss = (d * d).sum(axis, keepdim)
+        denom = n - correction
+        if isinstance(denom, int):
+            return ss * (1.0 / denom) if denom > 0 else ss / 0.0
+        return ss / type(self).full((), denom, DType.int64).cast(ss.dtype)
+
+    def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index of the first maximum along ``axis`` (int64; over the flattened tensor when None)."""
+        if axis is None:
+            out = self.reshape(-1).argmax(0)
+            return out.reshape(*([1] * self.ndim)) if keepdim else out
+        a = self._axis(axis, "argmax")
+        n = self.shape[a]
+        if isinstance(n, int) and n == 0:
+            raise ShapeError(
+                f"argmax: axis {a} of shape {fmt_shape(self.shape)} is empty", where=user_source()
+            )
+        t = type(self)
+        rng = (n,) + (1,) * (self.ndim - a - 1)
+        idx = t._make("index", (), rng, DType.int64, shape=rng, axis=0, dtype=DType.int64)
+        rev = t.full((), n - 1, DType.int64) - idx if not isinstance(n, int) else (n - 1) - idx
+        is_max = self == self.max(a, keepdim=True)
+        best = is_max.where(rev, -1).max(a, keepdim)
+        return (n - 1) - best if isinstance(n, int) else t.full((), n - 1, DType.int64) - best
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        return (-self).argmax(axis, keepdim)
+
+    def logsumexp(self, axis: Axis, keepdim: bool = False) -> Tensor:
+        x = self._float()
+        m = x.max(axis, keepdim=True)
+        out = (x - m).exp().sum(axis, keepdim=True).log() + m
+        return out if keepdim else out.squeeze(self._axes(axis, "logsumexp"))
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        x = self._float()
+        e = (x - x.max(axis, keepdim=True)).exp()
+        return e / e.sum(axis, keepdim=True)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        x = self._float()
+        s = x - x.max(axis, keepdim=True)
+        return s - s.exp().sum(axis, keepdim=True).log()
+
+    # ---- matmul -------------------------------------------------------------------------------
+    def matmul(self, other: Tensor) -> Tensor:
+        """NumPy matmul: 1-d operands are promoted and squeezed, batch axes broadcast."""
+        t = type(self)
+        if not isinstance(other, t):
+            raise DTypeError(
+                f"matmul: operand must be a Tensor, got {type(other).__name__}", where=user_source()
+            )
+        a, b = self, other
+        if a.ndim == 0 or b.ndim == 0:
+            raise ShapeError(
+                f"matmul: operands must have at least 1 axis, "
+                f"got {fmt_shape(a.shape)} @ {fmt_shape(b.shape)}",
+                where=user_source(),
+            )
+        dt = promote(a.dtype, b.dtype)
+        a, b = a.cast(dt), b.cast(dt)
+        va, vb = a.ndim == 1, b.ndim == 1
+        if va:
+            a = a.unsqueeze(0)
+        if vb:
+            b = b.unsqueeze(-1)
+        k1, k2 = a.shape[-1], b.shape[-2]
+        if k1 != k2:
+            raise ShapeError(
+                f"matmul: inner dimensions differ: "
+                f"{fmt_shape(self.shape)} @ {fmt_shape(other.shape)} ({k1} vs {k2})",
+                where=user_source(),
+            )
+        from caten_lab.frontend.tensor import broadcast_shapes
+
+        batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+        n, m = a.shape[-2], b.shape[-1]
+        x = a.unsqueeze(-2).broadcast_to((*batch, n, m, k1))  # (..., n, 1, k) -> (..., n, m, k)
+        y = b.transpose(-1, -2).unsqueeze(-3).broadcast_to((*batch, n, m, k1))  # (..., 1, m, k)
+        out = (x * y).sum(-1, dtype=dt if not dt.is_float else None)
+        if va:
+            out = out.squeeze(-2)
+        if vb:
+            out = out.squeeze(-1)
+        return out
+
+    __matmul__ = matmul
+
+    def __rmatmul__(self, other: Tensor) -> Tensor:
+        return other.matmul(self)
+
+    def dot(self, other: Tensor) -> Tensor:
+        return self.matmul(other)

@@ -1,0 +1,72 @@
+"""Functional forms of the layers (pure functions of Tensors), shared by the modules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.symbolic import Dim
+from caten_lab.frontend.creation import index
+from caten_lab.frontend.errors import DTypeError, ShapeError, fmt_shape
+from caten_lab.frontend.source import user_source
+from caten_lab.frontend.tensor import Tensor
+
+NEG_INF = float(np.finfo(np.float32).min)  # the mask value HF uses: finite, so softmax never sees inf - inf
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias`` with weight in PyTorch layout [out, in]."""
+    if x.shape[-1] != weight.shape[-1]:
+        raise ShapeError(
+            f"linear: input {fmt_shape(x.shape)} has {x.shape[-1]} features, "
+            f"weight {fmt_shape(weight.shape)} "
+            f"expects {weight.shape[-1]}",
+            where=user_source(),
+        )
+    y = x @ weight.T
+    return y + bias if bias is not None else y
+
+
+def embedding(ids: Tensor, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` selected by integer ``ids`` (one-hot select and sum: exact, no gather op needed)."""
+    if not ids.dtype.is_int:
+        raise DTypeError(
+            f"embedding: ids must be an integer tensor, got {ids.dtype.value}", where=user_source()
+        )
+    n = weight.shape[0]
+    hot = ids.cast(DType.int64).unsqueeze(-1) == index((n,), 0)  # (*ids, n)
+    return hot.unsqueeze(-1).where(weight, 0.0).sum(-2)
+
+
+def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float = 1e-5) -> Tensor:
+    mean = x.mean(-1, keepdim=True)
+    d = x - mean
+    y = d * ((d * d).mean(-1, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        y = y * weight
+    return y + bias if bias is not None else y
+
+
+def rms_norm(x: Tensor, weight: Tensor | None, eps: float = 1e-6) -> Tensor:
+    y = x * ((x * x).mean(-1, keepdim=True) + eps).rsqrt()
+    return y * weight if weight is not None else y
+
+
+def causal_mask(q_len: Dim, k_len: Dim, start: Dim) -> Tensor:
+    """(q_len, k_len) bool: query i (absolute position start + i) may see key j iff j <= start + i."""
+    shape = (q_len, k_len)
+    row, col = index(shape, 0), index(shape, 1)
+    limit = row + (Tensor.full((), start + 1, DType.int64) if not isinstance(start, int) else start + 1)
+    return col < limit
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, start: Dim = 0, causal: bool = True) -> Tensor:
+    """softmax(q k^T / sqrt(d) [+ causal mask]) v over (..., T, d); keys may be longer than queries."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if isinstance(q.shape[-1], int) else None
+    att = q @ k.transpose(-1, -2)
+    att = att * scale if scale is not None else att / Tensor.full((), q.shape[-1]).float().sqrt()
+    if causal:
+        att = causal_mask(q.shape[-2], k.shape[-2], start).where(att, NEG_INF)
+    return att.softmax(-1) @ v

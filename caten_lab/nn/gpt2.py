@@ -1,0 +1,218 @@
+"""GPT-2 (HF GPT2LMHeadModel layout) with a KV cache, traced once for every length and position.
+
+``decoder_graph()`` builds ONE AIR graph with two symbols: ``seq`` (new tokens, the token input is
+(1, seq)) and ``pos`` (where they start in the cache). Prefill is ``seq = len(prompt), pos = 0``;
+each decode step is ``seq = 1, pos = tokens so far``. Cache state outputs are written in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.graph import Graph
+from caten_lab.air.symbolic import Dim, Sym
+from caten_lab.frontend.build import trace
+from caten_lab.frontend.errors import ShapeError, StateDictError, fmt_shape
+from caten_lab.frontend.realize import execute
+from caten_lab.frontend.source import user_source
+from caten_lab.frontend.tensor import Tensor
+from caten_lab.nn.attention import CausalSelfAttention
+from caten_lab.nn.layers import MLP, Embedding, LayerNorm
+from caten_lab.nn.module import Module, ModuleList, buffer_of, parameter
+
+
+@dataclass
+class GPT2Config:
+    """The fields of HF's GPT2Config that shape the model (same names and defaults)."""
+
+    vocab_size: int = 50257
+    n_positions: int = 1024
+    n_embd: int = 768
+    n_layer: int = 12
+    n_head: int = 12
+    n_inner: int | None = None
+    layer_norm_epsilon: float = 1e-5
+    activation_function: str = "gelu_new"
+    n_ctx: int | None = None  # KV cache length (defaults to n_positions)
+
+    @staticmethod
+    def from_hf(cfg: Any) -> GPT2Config:
+        """From a ``transformers.GPT2Config`` (or anything with the same attributes)."""
+        return GPT2Config(
+            **{
+                f.name: getattr(cfg, f.name)
+                for f in fields(GPT2Config)
+                if f.name != "n_ctx" and hasattr(cfg, f.name)
+            }
+        )
+
+    @property
+    def cache_len(self) -> int:
+        return self.n_ctx or self.n_positions
+
+
+_ACTIVATIONS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "none"}
+
+
+class Block(Module):
+    def __init__(self, cfg: GPT2Config) -> None:
+        if cfg.activation_function not in _ACTIVATIONS:
+            raise ShapeError(
+                f"GPT2: unsupported activation_function {cfg.activation_function!r}",
+                hint=f"supported: {', '.join(_ACTIVATIONS)}",
+            )
+        self.ln_1 = LayerNorm(cfg.n_embd, cfg.layer_norm_epsilon)
+        self.attn = CausalSelfAttention(cfg.n_embd, cfg.n_head, cfg.cache_len)
+        self.ln_2 = LayerNorm(cfg.n_embd, cfg.layer_norm_epsilon)
+        self.mlp = MLP(cfg.n_embd, cfg.n_inner or 4 * cfg.n_embd, _ACTIVATIONS[cfg.activation_function])
+
+    def forward(self, x: Tensor, pos: Dim) -> Tensor:
+        x = x + self.attn(self.ln_1(x), pos)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2Model(Module):
+    def __init__(self, cfg: GPT2Config) -> None:
+        self.wte = Embedding(cfg.vocab_size, cfg.n_embd)
+        self.wpe = Embedding(cfg.n_positions, cfg.n_embd)
+        self.h = ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.ln_f = LayerNorm(cfg.n_embd, cfg.layer_norm_epsilon)
+        for emb in (self.wte, self.wpe):  # GPT-2 initializes embeddings with std 0.02
+            buffer_of(emb.weight).init = _std(emb.weight.shape, 0.02)
+
+
+def _std(shape: tuple, std: float):  # noqa: ANN202
+    p = parameter(shape, lambda rng, s: (rng.standard_normal(s) * std).astype(np.float32))
+    return buffer_of(p).init
+
+
+@dataclass
+class DecoderGraph:
+    """The one graph that serves prefill and decode, with the names a compiler/runner needs."""
+
+    graph: Graph
+    arrays: dict[str, np.ndarray]  # parameters and cache states, by input name
+    tokens: str  # name of the token input, shape (1, seq), int64
+    logits: str  # value id of the logits output (graph.outputs[0]), shape (1, seq, vocab)
+    states: list[str] = field(default_factory=list)  # cache buffer names (also graph outputs, in place)
+    symbols: tuple[str, str] = ("seq", "pos")
+
+
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+_HF_BUFFERS = (".attn.bias", ".attn.masked_bias")
+
+
+class GPT2(Module):
+    """GPT-2 language model: ``model(tokens, pos)`` -> logits (1, seq, vocab); lm_head tied to wte."""
+
+    def __init__(self, config: GPT2Config | Any | None = None, **overrides: Any) -> None:
+        cfg = (
+            config
+            if isinstance(config, GPT2Config)
+            else GPT2Config.from_hf(config)
+            if config
+            else GPT2Config()
+        )
+        for k, v in overrides.items():
+            setattr(cfg, k, v)
+        self.config = cfg
+        self.transformer = GPT2Model(cfg)
+        self._decoder: DecoderGraph | None = None
+        self.assign_names()
+
+    def forward(self, tokens: Tensor, pos: Dim = 0, last_only: bool = False) -> Tensor:
+        cfg = self.config
+        if tokens.ndim != 2 or not tokens.dtype.is_int:
+            raise ShapeError(
+                f"GPT2: tokens must be an int tensor of shape (1, seq), got {tokens.dtype.value}"
+                f"{fmt_shape(tokens.shape)}",
+                where=user_source(),
+            )
+        t = tokens.shape[1]
+        tr = self.transformer
+        x = tr.wte(tokens) + tr.wpe.weight[pos : pos + t]
+        for block in tr.h:
+            x = block(x, pos)
+        if last_only:  # generation only needs the last position's logits: skip lm_head for the rest
+            x = x[:, t - 1 :]
+        x = tr.ln_f(x)
+        return x @ tr.wte.weight.T if cfg.vocab_size else x
+
+    # ---- weights ------------------------------------------------------------------------------
+    def load_hf_state_dict(self, sd: dict[str, Any]) -> GPT2:
+        """Load a HF GPT2LMHeadModel (or GPT2Model) state dict: Conv1D weights are [in, out]."""
+        where = user_source()
+        mine: dict[str, Any] = {}
+        for key, v in sd.items():
+            name = (
+                key if key.startswith("transformer.") or key.startswith("lm_head.") else f"transformer.{key}"
+            )
+            if name.endswith(_HF_BUFFERS):
+                continue
+            if name == "lm_head.weight":  # tied to wte: must agree in shape
+                want = (self.config.vocab_size, self.config.n_embd)
+                if tuple(v.shape) != want:
+                    raise StateDictError(
+                        f"load_hf_state_dict: lm_head.weight has shape {tuple(v.shape)}, "
+                        f"expected {want} (tied to wte)",
+                        where=where,
+                    )
+                continue
+            if name.endswith(_CONV1D):
+                v = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
+                v = v.T
+            mine[name] = v
+        self.load_state_dict(mine)
+        self._decoder = None
+        return self
+
+    # ---- one graph for prefill and decode ------------------------------------------------------
+    def decoder_graph(self, *, bind: bool = True, last_only: bool = False) -> DecoderGraph:
+        """Trace ``forward`` once with symbols seq and pos; the caches are left untouched."""
+        self.assign_names()
+        seq, pos = Sym("seq"), Sym("pos")
+        tokens = Tensor.placeholder((1, seq), DType.int64, name="tokens")
+        caches = [t for _, t in self.named_states()]
+        saved = [t.node for t in caches]
+        logits = self.forward(tokens, pos, last_only)
+        traced = trace([logits], bind=bind)
+        for t, node in zip(caches, saved):  # tracing must not leave pending writes behind
+            buf = buffer_of(t)
+            if buf is not None:
+                buf.pending = None
+                buf.owner = t
+            t.node = node
+        return DecoderGraph(
+            traced.graph, traced.arrays, "tokens", traced.graph.outputs[0], list(traced.states)
+        )
+
+    def step(self, token_ids: Any, pos: int) -> np.ndarray:
+        """Run new tokens (shape (seq,) or (1, seq)) at position ``pos``; returns logits (1, seq, vocab)."""
+        if self._decoder is None:
+            self._decoder = self.decoder_graph()
+        d = self._decoder
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
+        return execute(d.graph, {**d.arrays, d.tokens: ids}, {"pos": int(pos)})[0]
+
+    def reset_cache(self) -> None:
+        for _, t in self.named_states():
+            buf = buffer_of(t)
+            if buf is not None and buf.array is not None:
+                buf.array[...] = 0
+
+    def generate(self, prompt: list[int], max_new_tokens: int) -> list[int]:
+        """Greedy decoding through the KV cache (one prefill step, then one token per step)."""
+        self.reset_cache()
+        out = list(prompt)
+        logits = self.step(out, 0)
+        for _ in range(max_new_tokens):
+            nxt = int(np.argmax(logits[0, -1]))
+            out.append(nxt)
+            if len(out) >= self.config.cache_len:
+                break
+            logits = self.step([nxt], len(out) - 1)
+        return out

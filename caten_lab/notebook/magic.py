@@ -1,0 +1,437 @@
+"""``%%caten``: run a cell of ordinary Python, compile its result with tracing on, show the Inspector.
+
+The cell's last expression (or the variable named by ``-o/--out``) is compiled: caten tensors
+(one, or a list/tuple/dict of them), an AIR ``Graph``, or something already compiled (a Program,
+a PassTrace) which is only shown. Compiles are cached, keyed by the cell, the options, the graph's
+structure and the versions involved (as ``%%cython`` does); ``--force`` bypasses the cache.
+
+Errors are short: the cell line, the failing pass, the C lines for C compiler errors. ``--debug``
+shows the full Python traceback instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import linecache
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from caten_lab.air.graph import Graph
+from caten_lab.errors import CatenError
+from caten_lab.notebook import compile_bridge
+from caten_lab.notebook.summary import result_summary
+
+PANES = ("graph", "profile", "c", "result")
+_cell_ids = itertools.count(1)
+
+
+@dataclass
+class CatenResult:
+    """What one ``%%caten`` run produced; also stored in the user namespace as ``_caten``."""
+
+    graph: Graph | None
+    inputs: dict[str, np.ndarray]
+    program: Any
+    trace: Any
+    outputs: list[np.ndarray] | None = None
+    run_s: float | None = None
+    cached: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    inspector: Any = None
+
+    def show(self) -> Any:
+        """The static HTML report (renders without widgets: nbconvert, GitHub)."""
+        from caten_lab.notebook.static_html import show
+
+        return show(self)
+
+
+class CatenCellError(CatenError):
+    """A %%caten failure shown as a few lines (no Python frames); the cause is chained."""
+
+    def __init__(self, lines: list[str], *, trace: Any = None) -> None:
+        self.lines = lines
+        self.trace = trace
+        super().__init__("\n".join(lines))
+
+    def _render_traceback_(self) -> list[str]:
+        red, reset = "\x1b[31m", "\x1b[0m"
+        return [f"{red}{self.lines[0]}{reset}", *self.lines[1:]]
+
+
+# ---- the magic ---------------------------------------------------------------------------------
+
+
+@magics_class
+class CatenMagics(Magics):
+    """The ``%%caten`` cell magic (state: the compile cache)."""
+
+    def __init__(self, shell: Any = None) -> None:
+        super().__init__(shell)
+        self._cache: dict[str, Any] = {}
+
+    @magic_arguments()
+    @argument("-o", "--out", default=None, metavar="NAME",
+              help="compile the variable NAME (default: the cell's last expression, which is also stored in NAME)")
+    @argument("--passes", default=None, metavar="P1,P2",
+              help="keep only these passes of the default pipeline (comma-separated names)")
+    @argument("--skip", default=None, metavar="P1,P2", help="drop these passes from the pipeline")
+    @argument("--pipeline", default=None, metavar="VAR", help="a variable holding a PassManager to use")
+    @argument("--backend", default=None, choices=["c", "numpy"], help="code generator backend")
+    @argument("--safety", default=None, type=int, choices=[0, 1, 2], help="runtime checks (2: bounds-checked)")
+    @argument("--symbols", default=None, metavar="S=N,...", help="values of symbolic dims for the run")
+    @argument("--inputs", default=None, metavar="VAR", help="a dict of arrays to bind when compiling a bare Graph")
+    @argument("--no-run", action="store_true", help="compile and inspect, do not run")
+    @argument("--check", action="store_true", help="compare the outputs with the NumPy interpreter")
+    @argument("--panes", default=None, metavar="LIST", help="panes to show: graph,profile,c,result")
+    @argument("--static", action="store_true", help="show a static HTML report instead of the widget")
+    @argument("--force", action="store_true", help="recompile, bypassing the cache")
+    @argument("--debug", action="store_true", help="show full Python tracebacks on errors")
+    @cell_magic
+    def caten(self, line: str, cell: str) -> None:
+        """Compile the cell's result with tracing and show the Inspector. See ``%%caten?``."""
+        args = parse_argstring(self.caten, line)
+        panes = _parse_panes(args.panes)
+        symbols = _parse_symbols(args.symbols)
+        try:
+            result = self._run(args, line, cell, symbols)
+        except CatenCellError as err:
+            self.shell.user_ns["_caten_error"] = err
+            if args.debug and err.__cause__ is not None:
+                raise err.__cause__ from None
+            raise
+        self.shell.user_ns["_caten"] = result
+        title = _title(result)
+        from IPython.display import HTML, display
+
+        if args.static:
+            from caten_lab.notebook.static_html import show
+
+            display(HTML(show(result, title=title).html))
+            return None
+        from caten_lab.notebook.inspector import Inspector
+
+        insp = Inspector(result, result=_result_block(result, args), panes=panes, title=title)
+        result.inspector = insp
+        display(insp)
+        return None
+
+    # ---- steps ---------------------------------------------------------------------------
+    def _run(self, args: Any, line: str, cell: str, symbols: dict[str, int]) -> CatenResult:
+        ns = self.shell.user_ns
+        filename = f"<caten-cell-{next(_cell_ids)}>"
+        value = _exec_cell(cell, filename, ns, args.out, debug=args.debug)
+        if hasattr(value, "records") and hasattr(value, "graph_at"):  # a PassTrace: show only
+            return CatenResult(None, {}, None, value, options=vars(args))
+        if hasattr(value, "trace") and (hasattr(value, "c_source") or hasattr(value, "schedule")):  # a Program
+            return CatenResult(None, {}, value, value.trace, options=vars(args))
+        graph, inputs = _to_graph(value, ns, args.inputs)
+        pipeline = self._pipeline(args, ns)
+        key = _cache_key(cell, line, graph)
+        cached = key in self._cache and not args.force
+        if cached:
+            program = self._cache[key]
+        else:
+            program = _compile(graph, pipeline, args, filename, cell)
+            self._cache[key] = program
+        trace = getattr(program, "trace", None)
+        if trace is None:  # the numpy backend runs no passes: show an empty trace (results only)
+            from caten_lab.passes.trace import PassTrace
+
+            trace = PassTrace([])
+        res = CatenResult(graph, inputs, program, trace, cached=cached, options=vars(args))
+        if not args.no_run:
+            res.outputs, res.run_s = _execute(program, inputs, symbols, filename, cell, args.debug)
+        return res
+
+    def _pipeline(self, args: Any, ns: dict[str, Any]) -> Any:
+        if args.pipeline:
+            if args.pipeline not in ns:
+                raise UsageError(f"--pipeline {args.pipeline}: no such variable in the notebook")
+            pm = ns[args.pipeline]
+            if isinstance(pm, (list, tuple)):
+                from caten_lab.passes import PassManager
+
+                pm = PassManager(list(pm))
+            if not hasattr(pm, "run") or not hasattr(pm, "names"):
+                raise UsageError(f"--pipeline {args.pipeline}: expected a PassManager or a list of passes")
+            pm = pm.copy() if hasattr(pm, "copy") else pm
+        elif args.passes or args.skip:
+            pm = compile_bridge.default_pipeline()
+        else:
+            return None
+        names = list(pm.names())
+        if args.passes:
+            keep = [p.strip() for p in args.passes.split(",") if p.strip()]
+            unknown = [p for p in keep if p not in names]
+            if unknown:
+                raise UsageError(f"--passes: unknown pass(es) {', '.join(unknown)}; available: {', '.join(names)}")
+            for n in names:
+                if n not in keep:
+                    pm.remove(n)
+        if args.skip:
+            drop = [p.strip() for p in args.skip.split(",") if p.strip()]
+            unknown = [p for p in drop if p not in names]
+            if unknown:
+                raise UsageError(f"--skip: unknown pass(es) {', '.join(unknown)}; available: {', '.join(names)}")
+            for n in drop:
+                if n in pm.names():
+                    pm.remove(n)
+        return pm
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+
+def _parse_panes(text: str | None) -> list[str]:
+    if not text:
+        return list(PANES)
+    panes = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in panes if p not in PANES]
+    if bad or not panes:
+        raise UsageError(f"--panes: unknown pane(s) {', '.join(bad) or '(none given)'}; choose from {','.join(PANES)}")
+    return panes
+
+
+def _parse_symbols(text: str | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not text:
+        return out
+    for part in text.split(","):
+        name, eq, val = part.partition("=")
+        if not eq or not name.strip().isidentifier() or not val.strip().lstrip("-").isdigit():
+            raise UsageError(f"--symbols: expected NAME=INT[,NAME=INT...], got {part.strip()!r}")
+        out[name.strip()] = int(val)
+    return out
+
+
+def _cell_line_text(cell: str, lineno: int) -> str:
+    lines = cell.splitlines()
+    return lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+
+
+def _where_in_cell(where: str | None, filename: str, cell: str) -> str | None:
+    """``<caten-cell-3>:2`` -> ``cell line 3: <text>`` (the %%caten line is line 1 of the cell)."""
+    if not where:
+        return None
+    path, _, ln = where.rpartition(":")
+    if path == filename and ln.isdigit():
+        n = int(ln)
+        return f"cell line {n + 1}: {_cell_line_text(cell, n)}"
+    return where
+
+
+def _exec_cell(cell: str, filename: str, ns: dict[str, Any], out: str | None, *, debug: bool) -> Any:
+    """Run the cell; return its last expression's value (also bound to ``out``) or ``ns[out]``."""
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+    try:
+        tree = ast.parse(cell, filename=filename)
+    except SyntaxError as exc:
+        raise CatenCellError([f"caten: syntax error at cell line {(exc.lineno or 0) + 1}: {exc.msg}",
+                              f"  {(exc.text or '').rstrip()}"]) from exc
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    try:
+        exec(compile(ast.Module(tree.body, type_ignores=[]), filename, "exec"), ns)
+        value = eval(compile(ast.Expression(last.value), filename, "eval"), ns) if last is not None else None
+    except Exception as exc:  # the user's own code failed
+        raise _user_error(exc, filename, cell) from exc
+    if last is not None:
+        if out:
+            ns[out] = value
+        return value
+    if out:
+        if out not in ns:
+            raise CatenCellError([f"caten: -o {out}: the cell did not define {out!r}"])
+        return ns[out]
+    raise CatenCellError(["caten: nothing to compile: end the cell with an expression (the tensors to compile) "
+                          "or name a variable with -o NAME"])
+
+
+def _user_error(exc: BaseException, filename: str, cell: str) -> CatenCellError:
+    lineno = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    where = getattr(exc, "where", None)
+    loc = _where_in_cell(where, filename, cell) if where else None
+    if loc is None and lineno is not None:
+        loc = f"cell line {lineno + 1}: {_cell_line_text(cell, lineno)}"
+    msg = exc.message if isinstance(exc, CatenError) else str(exc)
+    lines = [f"caten: {type(exc).__name__} in the cell" + (f" at {loc}" if loc else ""), f"  {msg}"]
+    hint = getattr(exc, "hint", None)
+    if hint:
+        lines.append(f"  hint: {hint}")
+    lines.append("  (run with --debug for the full traceback)")
+    return CatenCellError(lines)
+
+
+def _is_tensor(x: Any) -> bool:
+    return type(x).__name__ == "Tensor" and type(x).__module__.startswith("caten_lab.frontend")
+
+
+def _to_graph(value: Any, ns: dict[str, Any], inputs_var: str | None) -> tuple[Graph, dict[str, np.ndarray]]:
+    if isinstance(value, Graph):
+        inputs: dict[str, np.ndarray] = {}
+        if inputs_var:
+            if inputs_var not in ns or not isinstance(ns[inputs_var], dict):
+                raise UsageError(f"--inputs {inputs_var}: expected a dict of arrays in the notebook")
+            inputs = dict(ns[inputs_var])
+        return value, inputs
+    tensors: list[Any] | None = None
+    if _is_tensor(value):
+        tensors = [value]
+    elif isinstance(value, (list, tuple)) and value and all(_is_tensor(t) for t in value):
+        tensors = list(value)
+    elif isinstance(value, dict) and value and all(_is_tensor(t) for t in value.values()):
+        tensors = list(value.values())
+    if tensors is None:
+        raise CatenCellError([
+            f"caten: the cell's result is a {type(value).__name__}, which caten cannot compile",
+            "  end the cell with caten tensors (one, or a list/tuple/dict of them), an AIR Graph, "
+            "a compiled Program or a PassTrace",
+        ])
+    from caten_lab.frontend import build_graph
+
+    graph, arrays = build_graph(tensors)
+    return graph, dict(arrays)
+
+
+def _versions() -> tuple:
+    import caten_lab
+
+    return (caten_lab.__version__, np.__version__, sys.version_info[:3], sys.executable)
+
+
+def _cache_key(cell: str, line: str, graph: Graph) -> str:
+    opts = " ".join(t for t in line.split() if t != "--force")
+    key = (cell, opts, graph.structural_hash(), _versions())
+    return hashlib.sha1(repr(key).encode()).hexdigest()
+
+
+def _compile(graph: Graph, pipeline: Any, args: Any, filename: str, cell: str) -> Any:
+    try:
+        return compile_bridge.compile_traced(graph, pipeline=pipeline, backend=args.backend, safety=args.safety,
+                                             force=args.force)
+    except CatenError as exc:
+        raise _compile_error(exc, filename, cell) from exc
+    except Exception as exc:  # an internal bug: still short, but say so
+        lines = [f"caten: internal error while compiling: {type(exc).__name__}: {exc}",
+                 "  this is a caten_lab bug; rerun with --debug for the traceback and report it"]
+        raise CatenCellError(lines) from exc
+
+
+_C_DIAG = re.compile(r":(\d+):(?:\d+:)?\s*(error|warning|fatal error)\b")
+
+
+def _compile_error(exc: CatenError, filename: str, cell: str) -> CatenCellError:
+    trace = getattr(exc, "trace", None)
+    pass_name = getattr(exc, "pass_name", None)
+    if pass_name is None and trace is not None:
+        failed = next((r for r in getattr(trace, "records", []) if getattr(r, "error", None)), None)
+        pass_name = failed.name if failed is not None else None
+    head = "caten: compilation failed" + (f" in pass {pass_name!r}" if pass_name else "")
+    lines = [head, f"  {exc.message}"]
+    loc = _where_in_cell(exc.where, filename, cell)
+    if loc:
+        lines.append(f"  from {loc}")
+    lines += _c_excerpt(exc, trace)
+    if exc.hint:
+        lines.append(f"  hint: {exc.hint}")
+    lines.append("  the partial trace is in _caten_error.trace (caten_lab.show(_caten_error) renders it); "
+                 "--debug shows the Python traceback")
+    return CatenCellError(lines, trace=trace)
+
+
+def _c_excerpt(exc: CatenError, trace: Any) -> list[str]:
+    """The C lines a C compiler diagnostic points at (with one line of context)."""
+    text = str(exc) + "\n" + str(getattr(exc, "stderr", "") or "")
+    hits = sorted({int(m.group(1)) for m in _C_DIAG.finditer(text)})
+    if not hits:
+        return []
+    c_source = getattr(exc, "c_source", None)
+    if c_source is None and trace is not None:
+        for rec in reversed(list(getattr(trace, "records", []))):
+            arts = getattr(rec, "artifacts", None) or {}
+            if "c_source" in arts:
+                c_source = arts["c_source"]
+                break
+    if not c_source:
+        return []
+    src = c_source.splitlines()
+    out = ["  C source:"]
+    shown: set[int] = set()
+    for ln in hits[:5]:
+        for k in range(max(1, ln - 1), min(len(src), ln + 1) + 1):
+            if k not in shown:
+                shown.add(k)
+                out.append(f"  {'>' if k == ln else ' '} {k:5d} | {src[k - 1]}")
+    return out
+
+
+def _execute(program: Any, inputs: dict[str, np.ndarray], symbols: dict[str, int], filename: str, cell: str,
+             debug: bool) -> tuple[list[np.ndarray], float]:
+    t0 = time.perf_counter()
+    try:
+        outs = program(inputs, symbols or None)
+    except CatenError as exc:
+        lines = [f"caten: running the compiled program failed: {type(exc).__name__}", f"  {exc.message}"]
+        loc = _where_in_cell(exc.where, filename, cell)
+        if loc:
+            lines.append(f"  from {loc}")
+        if exc.hint:
+            lines.append(f"  hint: {exc.hint}")
+        raise CatenCellError(lines) from exc
+    except Exception as exc:
+        raise CatenCellError([f"caten: running the compiled program failed: {type(exc).__name__}: {exc}",
+                              "  rerun with --debug for the traceback"]) from exc
+    return [np.asarray(o) for o in outs], time.perf_counter() - t0
+
+
+def _result_block(res: CatenResult, args: Any) -> dict[str, Any] | None:
+    if res.outputs is None:
+        return None
+    names = list(res.graph.outputs) if res.graph is not None else []
+    mismatch = None
+    note = f"backend {getattr(res.program, 'backend', '?')}"
+    if args.check and res.graph is not None:
+        ref = compile_bridge.reference_outputs(res.graph, res.inputs, _parse_symbols(args.symbols))
+        bad = []
+        for i, (a, b) in enumerate(zip(res.outputs, ref)):
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True):
+                err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.shape == b.shape else None
+                bad.append(f"output {i}: differs from the NumPy interpreter" + (f" (max |err| {err:.3g})" if err else
+                                                                                 f" (shape {a.shape} vs {b.shape})"))
+        mismatch = "\n".join(bad) or None
+        note += " · matches the NumPy interpreter" if not bad else ""
+    return result_summary(res.outputs, names, run_s=res.run_s, note=note, mismatch=mismatch)
+
+
+def _title(res: CatenResult) -> str:
+    n = len(getattr(res.trace, "records", []) or [])
+    parts = [f"%%caten · {n} passes"]
+    if res.graph is not None:
+        parts.append(f"{len(res.graph)} nodes")
+    if res.cached:
+        parts.append("cached compile (--force recompiles)")
+    return " · ".join(parts)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%%caten`` (called by ``%load_ext caten_lab``)."""
+    ipython.register_magics(CatenMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:  # pragma: no cover - nothing to undo
+    """Magics stay registered until the kernel restarts, as with other extensions."""

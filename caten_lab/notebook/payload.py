@@ -1,0 +1,281 @@
+"""PassTrace / Program -> one compact JSON document the Inspector front-end steps through.
+
+The notebook layer only reads what the compiler recorded. Nodes are stored once in a table (keyed
+by their full content) and every graph is a list of indices into it, so the ~N graphs of a trace
+cost little more than one. Rewrites carry the produced nodes as table indices plus the replaced
+value and the removed ids: exactly what the browser needs to rebuild the graph after any prefix of
+a pass's rewrites (the same algorithm as ``caten_lab.air.rewriter.replay``, see :func:`replay_payload`).
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.graph import Graph
+from caten_lab.air.node import Node
+from caten_lab.air.ops import OPS, attrs_items
+from caten_lab.air.symbolic import Expr
+
+PAYLOAD_VERSION = 1
+MAX_REWRITES_PER_PASS = 20_000  # beyond this a pass's rewrites are summarized, not replayable
+
+
+def _fmt_value(v: Any, limit: int = 80) -> str:
+    if isinstance(v, DType):
+        s = v.value
+    elif isinstance(v, Expr):
+        s = str(v)
+    elif isinstance(v, tuple):
+        s = "(" + ", ".join(_fmt_value(x, limit) for x in v) + ("," if len(v) == 1 else "") + ")"
+    elif isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        s = repr(v)
+    else:
+        s = str(v)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _fmt_read(r: Any) -> Any:
+    """A value id stays a str; a literal becomes {"lit": text} so the client never confuses them."""
+    return r if isinstance(r, str) else {"lit": _fmt_value(r)}
+
+
+def node_record(n: Node) -> dict[str, Any]:
+    """The JSON form of one node: everything the detail panel and the layout need."""
+    attrs = {k: _fmt_value(v) for k, v in attrs_items(n.attrs) if v is not None}
+    return {
+        "id": n.id,
+        "op": n.op,
+        "cat": OPS[n.op].category if n.op in OPS else "other",
+        "out": n.writes[0] if n.writes else "",
+        "reads": [_fmt_read(r) for r in n.reads],
+        "attrs": attrs,
+        "shape": [_fmt_value(d) for d in n.shape],
+        "dtype": n.dtype.value if isinstance(n.dtype, DType) else str(n.dtype),
+        "src": n.source,
+    }
+
+
+class _NodeTable:
+    """Interns node records: equal content -> one index."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self._index: dict[tuple, int] = {}
+
+    def intern(self, n: Node) -> int:
+        key = (n.id, n.op, tuple(n.writes), tuple((type(r).__name__, r) for r in n.reads), repr(attrs_items(n.attrs)),
+               str(n.dtype), repr(n.shape), n.source)
+        i = self._index.get(key)
+        if i is None:
+            i = len(self.records)
+            self._index[key] = i
+            self.records.append(node_record(n))
+        return i
+
+
+class _GraphTable:
+    """Interns graphs as (node indices, outputs) so unchanged passes share one entry."""
+
+    def __init__(self, nodes: _NodeTable) -> None:
+        self.nodes = nodes
+        self.graphs: list[dict[str, Any]] = []
+        self._index: dict[tuple, int] = {}
+
+    def intern(self, g: Graph | None) -> int | None:
+        if g is None:
+            return None
+        idx = [self.nodes.intern(n) for n in g.nodes]
+        key = (tuple(idx), tuple(g.outputs))
+        i = self._index.get(key)
+        if i is None:
+            i = len(self.graphs)
+            self._index[key] = i
+            self.graphs.append({"nodes": idx, "outputs": list(g.outputs)})
+        return i
+
+
+def _rewrite_record(rw: Any, nodes: _NodeTable) -> dict[str, Any]:
+    old, new = rw.replaced
+    return {
+        "rule": rw.rule,
+        "loc": getattr(rw, "location", ""),
+        "matched": list(rw.matched),
+        "produced": [nodes.intern(p) for p in rw.produced],
+        "replaced": [old, _fmt_read(new)],
+        "removed": list(rw.removed),
+    }
+
+
+def _source_lines(records: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """``file:line`` -> the text of that line (from linecache, which also holds notebook cells)."""
+    out: dict[str, str] = {}
+    for r in records:
+        src = r.get("src")
+        if not src or src in out or ":" not in src:
+            continue
+        path, _, line = src.rpartition(":")
+        if line.isdigit():
+            text = linecache.getline(path, int(line)).strip()
+            if text:
+                out[src] = text
+    return out
+
+
+def _kernels(schedule: Any) -> list[dict[str, Any]]:
+    if schedule is None:
+        return []
+    return [
+        {
+            "name": k.name,
+            "node_ids": list(getattr(k, "node_ids", []) or []),
+            "inputs": list(getattr(k, "inputs", []) or []),
+            "outputs": list(getattr(k, "outputs", []) or []),
+            "key": str(getattr(k, "key", "")),
+        }
+        for k in getattr(schedule, "kernels", []) or []
+    ]
+
+
+def _artifact(trace: Any, key: str) -> Any:
+    """The last value a pass stored under ``key`` in ctx.artifacts (None if none did)."""
+    for rec in reversed(list(getattr(trace, "records", []) or [])):
+        arts = getattr(rec, "artifacts", None) or {}
+        if key in arts:
+            return arts[key]
+    return None
+
+
+def trace_payload(
+    trace: Any,
+    *,
+    program: Any = None,
+    result: dict[str, Any] | None = None,
+    profile_png: str | None = None,
+    c_lines_html: list[str] | None = None,
+    title: str = "",
+) -> dict[str, Any]:
+    """Everything the Inspector shows, as JSON-ready data (no Python objects left)."""
+    nodes = _NodeTable()
+    graphs = _GraphTable(nodes)
+    passes: list[dict[str, Any]] = []
+    for i, rec in enumerate(getattr(trace, "records", []) or []):
+        rewrites = list(getattr(rec, "rewrites", None) or [])
+        truncated = len(rewrites) > MAX_REWRITES_PER_PASS
+        before = getattr(rec, "before", None)
+        after = getattr(rec, "after", None)
+        passes.append(
+            {
+                "name": rec.name,
+                "description": getattr(rec, "description", "") or "",
+                "index": getattr(rec, "index", i),
+                "wall_s": float(getattr(rec, "wall_s", 0.0) or 0.0),
+                "mem_bytes": int(getattr(rec, "mem_bytes", 0) or 0),
+                "nodes_before": int(getattr(rec, "nodes_before", len(before) if before is not None else 0)),
+                "nodes_after": int(getattr(rec, "nodes_after", len(after) if after is not None else 0)),
+                "changed": bool(getattr(rec, "changed", True)),
+                "error": getattr(rec, "error", None),
+                "before": graphs.intern(before),
+                "after": graphs.intern(after),
+                "n_rewrites": len(rewrites),
+                "rewrites_truncated": truncated,
+                "rewrites": [] if truncated else [_rewrite_record(rw, nodes) for rw in rewrites],
+                "artifacts": sorted(str(k) for k in (getattr(rec, "artifacts", None) or {})),
+            }
+        )
+    schedule = getattr(program, "schedule", None) if program is not None else None
+    schedule = schedule if schedule is not None else _artifact(trace, "schedule")
+    c_source = getattr(program, "c_source", None) if program is not None else None
+    c_source = c_source if c_source is not None else _artifact(trace, "c_source")
+    source_map = getattr(program, "source_map", None) if program is not None else None
+    source_map = source_map if source_map is not None else _artifact(trace, "source_map")
+    kernel_lines = getattr(program, "kernel_lines", None) if program is not None else None
+    kernel_lines = kernel_lines if kernel_lines is not None else _artifact(trace, "kernel_lines")
+    c_text = c_source or ""
+    c_block: dict[str, Any] = {
+        "text": c_text,
+        "lines_html": c_lines_html if c_lines_html is not None else None,
+        "source_map": [list(ids) for ids in (source_map or [])],
+        "kernel_lines": {k: [int(v[0]), int(v[1])] for k, v in (kernel_lines or {}).items()},
+        "flags": _fmt_flags(getattr(program, "flags", None)),
+        "compile_s": _opt_float(getattr(program, "compile_s", None)),
+        "cc_s": _opt_float(getattr(program, "cc_s", None)),
+        "backend": str(getattr(program, "backend", "") or ""),
+        "cached": bool(getattr(program, "cached", False)),
+    }
+    table = trace.table() if hasattr(trace, "table") else []
+    return {
+        "version": PAYLOAD_VERSION,
+        "title": title,
+        "nodes": nodes.records,
+        "graphs": graphs.graphs,
+        "passes": passes,
+        "kernels": _kernels(schedule),
+        "c": c_block,
+        "profile": {"rows": _json_rows(table), "total_s": float(getattr(trace, "total_s", 0.0) or 0.0), "png": profile_png},
+        "result": result,
+        "source_lines": _source_lines(nodes.records),
+    }
+
+
+def _fmt_flags(flags: Any) -> str:
+    if flags is None:
+        return ""
+    if isinstance(flags, (list, tuple)):
+        return " ".join(str(f) for f in flags)
+    return str(flags)
+
+
+def _opt_float(v: Any) -> float | None:
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _json_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        out.append({k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v)) for k, v in r.items()})
+    return out
+
+
+# ---- the client's replay, in Python (tests check it equals PassTrace.graph_at) ------------------
+
+
+def payload_graph(payload: dict[str, Any], graph_index: int) -> list[dict[str, Any]]:
+    """The node records of one interned graph, in order."""
+    recs = payload["nodes"]
+    return [recs[i] for i in payload["graphs"][graph_index]["nodes"]]
+
+
+def replay_payload(payload: dict[str, Any], pass_index: int, rewrite_index: int) -> tuple[list[dict], list[str]]:
+    """Node records and outputs after the first ``rewrite_index`` rewrites of a pass.
+
+    This mirrors ``replayState`` in extensions/src/inspector.js line for line: add the produced
+    nodes, redirect the uses (and outputs) of the replaced value, drop the removed ids.
+    """
+    p = payload["passes"][pass_index]
+    recs = payload["nodes"]
+    g = payload["graphs"][p["before"]]
+    order: dict[int, dict] = {}
+    for i in g["nodes"]:
+        r = dict(recs[i])
+        order[r["id"]] = r
+    outputs = list(g["outputs"])
+    for rw in p["rewrites"][:rewrite_index]:
+        for i in rw["produced"]:
+            r = dict(recs[i])
+            order[r["id"]] = r
+        old, new = rw["replaced"]
+        for node in order.values():
+            if any(x == old for x in node["reads"]):
+                node["reads"] = [new if x == old else x for x in node["reads"]]
+        if isinstance(new, str):
+            outputs = [new if o == old else o for o in outputs]
+        for nid in rw["removed"]:
+            order.pop(nid, None)
+    return list(order.values()), outputs

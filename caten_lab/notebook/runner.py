@@ -1,0 +1,151 @@
+"""The GPT-2 runner widget: prompt box, sampling options, Generate/Stop, tokens streamed as produced.
+
+It is written against a small protocol so it works with any generator (the compiled GPT-2 workflow,
+a PyTorch reference, a fake in tests)::
+
+    generate(prompt: str, *, max_new_tokens: int, temperature: float, top_k: int, top_p: float,
+             seed: int) -> Iterator[tuple[int, str, list[tuple[str, float]] | None]]
+
+Each item is (token id, token text, optional top-k (text, probability) pairs). Generation runs in a
+background thread so the kernel stays free to receive the Stop click; each token is pushed to the
+browser as a custom message (no full-state resync), and the counters are traitlets.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+STATIC = Path(__file__).parent / "static"
+
+Token = tuple[int, str, "list[tuple[str, float]] | None"]
+Generator = Callable[..., Iterator[Token]]
+
+
+class GPT2Runner(anywidget.AnyWidget):
+    """``GPT2Runner(generate, prompt="Hello")``: a text-generation UI over any token generator."""
+
+    _esm = STATIC / "runner.js"
+    _css = STATIC / "runner.css"
+
+    prompt = traitlets.Unicode("").tag(sync=True)
+    max_new_tokens = traitlets.Int(32).tag(sync=True)
+    temperature = traitlets.Float(0.8).tag(sync=True)
+    top_k = traitlets.Int(40).tag(sync=True)
+    top_p = traitlets.Float(1.0).tag(sync=True)
+    seed = traitlets.Int(0).tag(sync=True)
+    show_probs = traitlets.Bool(False).tag(sync=True)
+    running = traitlets.Bool(False).tag(sync=True)
+    generated = traitlets.Unicode("").tag(sync=True)
+    n_tokens = traitlets.Int(0).tag(sync=True)
+    tokens_per_s = traitlets.Float(0.0).tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, generate: Generator, **kwargs: Any) -> None:
+        if not callable(generate):
+            raise TypeError("GPT2Runner needs a callable generate(prompt, **options) -> iterator of "
+                            "(token_id, text, probs)")
+        super().__init__(**kwargs)
+        self._generate = generate
+        self._accepts = _accepted_options(generate)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.tokens: list[Token] = []
+        self.on_msg(self._on_msg)
+
+    # ---- browser -> kernel ---------------------------------------------------------------
+    def _on_msg(self, _widget: Any, content: dict[str, Any], _buffers: Any) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "generate":
+            self.start()
+        elif kind == "stop":
+            self.stop()
+
+    # ---- control -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Generate in a background thread (ignored while a generation is running)."""
+        if self.running:
+            return
+        self._stop.clear()
+        self.running = True
+        self._thread = threading.Thread(target=self._loop, name="caten-gpt2-runner", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the generation to stop after the current token."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> str:
+        """Generate synchronously (scripts, tests); returns the generated text."""
+        self._stop.clear()
+        self.running = True
+        self._loop()
+        return self.generated
+
+    def _options(self) -> dict[str, Any]:
+        opts = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_k": self.top_k,
+                "top_p": self.top_p, "seed": self.seed}
+        return opts if self._accepts is None else {k: v for k, v in opts.items() if k in self._accepts}
+
+    def _loop(self) -> None:
+        self.tokens = []
+        self.generated = ""
+        self.n_tokens = 0
+        self.tokens_per_s = 0.0
+        self.error = ""
+        self.send({"type": "reset"})
+        text: list[str] = []
+        t0 = time.perf_counter()
+        last_push = 0.0
+        try:
+            for item in self._generate(self.prompt, **self._options()):
+                tok_id, tok_text, probs = _unpack(item)
+                self.tokens.append((tok_id, tok_text, probs))
+                text.append(tok_text)
+                self.send({"type": "token", "id": tok_id, "text": tok_text,
+                           "probs": [[str(t), float(p)] for t, p in probs] if probs else None})
+                now = time.perf_counter()
+                self.n_tokens = len(self.tokens)
+                if now - last_push > 0.1 or self.n_tokens == 1:  # throttle the counters, not the tokens
+                    self.tokens_per_s = self.n_tokens / max(now - t0, 1e-9)
+                    last_push = now
+                if self._stop.is_set() or self.n_tokens >= self.max_new_tokens:
+                    break
+        except Exception as exc:  # shown in the widget; the kernel keeps running
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            elapsed = time.perf_counter() - t0
+            self.generated = "".join(text)
+            self.n_tokens = len(self.tokens)
+            self.tokens_per_s = self.n_tokens / elapsed if elapsed > 0 and self.tokens else 0.0
+            self.running = False
+
+
+def _unpack(item: Any) -> Token:
+    if isinstance(item, tuple) and len(item) == 3:
+        return int(item[0]), str(item[1]), item[2]
+    if isinstance(item, tuple) and len(item) == 2:
+        return int(item[0]), str(item[1]), None
+    raise TypeError(f"a generator must yield (token_id, text, probs) tuples, got {item!r}")
+
+
+def _accepted_options(fn: Callable[..., Any]) -> set[str] | None:
+    """Keyword options the generator takes (None: it takes **kwargs, so pass everything)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params}

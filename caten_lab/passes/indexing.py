@@ -1,0 +1,310 @@
+"""Index arithmetic for fusion and lowering: views become index expressions, never copies.
+
+Loop variables are symbols whose names start with ``__`` (user symbols never do); everything is an
+``air.symbolic`` expression, so symbolic sizes flow through unchanged. The central operation is
+:func:`unravel`: the coordinates of a flat storage position inside a contiguous shape. Done
+naively it is a chain of ``//`` and ``%``; here each axis is simplified from the linear form of
+the flat index and the loop bounds, so reshapes, permutes and broadcasts compose into plain
+``i*stride`` sums. Results are memoized: identical transformer blocks hit the memo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from caten_lab.air.symbolic import Dim, Expr, _atom_key, floordiv, mod, symbols_of
+
+LOOP_PREFIX = "__"
+
+
+def is_loop_var(name: str) -> bool:
+    return name.startswith(LOOP_PREFIX)
+
+
+def loop_var(name: str) -> Expr:
+    """A loop variable as a symbolic expression (``name`` must start with ``__``)."""
+    return Expr({(name,): 1})
+
+
+def numel(shape: tuple) -> Dim:
+    n: Dim = 1
+    for d in shape:
+        n = n * d
+    return n
+
+
+def contiguous_strides(shape: tuple) -> tuple:
+    out: list[Dim] = []
+    acc: Dim = 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc = acc * d
+    return tuple(reversed(out))
+
+
+_flat_memo: dict[tuple, Dim] = {}
+
+
+def flat_index(coords: tuple, strides: tuple, offset: Dim = 0) -> Dim:
+    """``offset + sum(c_k * s_k)``: the storage position of ``coords`` in a strided window (memoized)."""
+    key = (coords, strides, offset)
+    hit = _flat_memo.get(key)
+    if hit is not None:
+        return hit
+    if len(_flat_memo) > 200_000:
+        _flat_memo.clear()
+    out = _flat_index(coords, strides, offset)
+    _flat_memo[key] = out
+    return out
+
+
+def _flat_index(coords: tuple, strides: tuple, offset: Dim) -> Dim:
+    f: Dim = offset
+    for c, s in zip(coords, strides):
+        if isinstance(c, int) and c == 0 or isinstance(s, int) and s == 0:
+            continue
+        f = f + c * s
+    return f
+
+
+_lv_memo: dict[Dim, frozenset[str]] = {}
+
+
+def loop_vars_of(d: Dim) -> frozenset[str]:
+    """The loop variables ``d`` depends on (memoized: expressions are immutable and hash fast)."""
+    if isinstance(d, int):
+        return frozenset()
+    hit = _lv_memo.get(d)
+    if hit is None:
+        if len(_lv_memo) > 200_000:
+            _lv_memo.clear()
+        hit = frozenset(s for s in symbols_of(d) if is_loop_var(s))
+        _lv_memo[d] = hit
+    return hit
+
+
+def _atom_has_loop(a: object) -> bool:
+    if isinstance(a, str):
+        return is_loop_var(a)
+    return bool(loop_vars_of(a[1]) or loop_vars_of(a[2]))  # type: ignore[index]
+
+
+def linear_form(d: Dim) -> tuple[dict[str, Dim], Dim] | None:
+    """``d`` as ``sum(coef_v * v) + const`` over loop variables v, or None if not linear in them."""
+    if isinstance(d, int):
+        return {}, d
+    coefs: dict[str, Dim] = {}
+    const: dict = {}
+    for m, c in d.terms:
+        loops = [a for a in m if _atom_has_loop(a)]
+        if not loops:
+            const[m] = const.get(m, 0) + c
+            continue
+        if len(loops) != 1 or not isinstance(loops[0], str):
+            return None
+        rest = list(m)
+        rest.remove(loops[0])
+        coef = Expr.make({tuple(rest): c})
+        v = loops[0]
+        coefs[v] = coefs.get(v, 0) + coef
+    return coefs, Expr.make(const)
+
+
+def exact_div(a: Dim, b: Dim) -> Dim | None:
+    """``a / b`` when it divides exactly as polynomials, else None."""
+    if isinstance(b, int):
+        if b == 0:
+            return None
+        if isinstance(a, int):
+            return a // b if a % b == 0 else None
+        if all(c % b == 0 for _, c in a.terms):
+            return Expr.make({m: c // b for m, c in a.terms})
+        return None
+    if len(b.terms) != 1:
+        return 1 if a == b else None
+    bm, bc = b.terms[0]
+    if isinstance(a, int):
+        return None
+    out: dict = {}
+    for m, c in a.terms:
+        rest = list(m)
+        for atom in bm:
+            if atom in rest:
+                rest.remove(atom)
+            else:
+                return None
+        if c % bc:
+            return None
+        key = tuple(sorted(rest, key=_atom_key))
+        out[key] = out.get(key, 0) + c // bc
+    return Expr.make(out)
+
+
+def nonneg(d: Dim) -> bool:
+    """Provably >= 0, taking every symbol, loop variable and opaque atom as >= 0."""
+    if isinstance(d, int):
+        return d >= 0
+    return all(c >= 0 for _, c in d.terms)
+
+
+def less(a: Dim, b: Dim) -> bool:
+    """Provably ``a < b``."""
+    return nonneg(b - a - 1)
+
+
+def _range(coefs: Mapping[str, Dim], const: Dim, bounds: Mapping[str, Dim]) -> tuple[Dim, Dim] | None:
+    lo: Dim = const
+    hi: Dim = const
+    for v, a in coefs.items():
+        span = a * (bounds[v] - 1)
+        if nonneg(a):
+            hi = hi + span
+        elif nonneg(-a):
+            lo = lo + span
+        else:
+            return None
+    return lo, hi
+
+
+_memo: dict[tuple, tuple] = {}
+
+
+def unravel(flat: Dim, shape: tuple, bounds: Mapping[str, Dim]) -> tuple:
+    """Coordinates of storage position ``flat`` in a contiguous array of ``shape``.
+
+    ``bounds`` gives the extent of every loop variable in ``flat`` (each runs over [0, extent)).
+    """
+    lv = sorted(loop_vars_of(flat))
+    key = (flat, shape, tuple((v, bounds[v]) for v in lv))
+    hit = _memo.get(key)
+    if hit is not None:
+        return hit
+    out = _unravel(flat, shape, bounds)
+    if len(_memo) > 200_000:
+        _memo.clear()
+    _memo[key] = out
+    return out
+
+
+def _unravel(flat: Dim, shape: tuple, bounds: Mapping[str, Dim]) -> tuple:
+    strides = contiguous_strides(shape)
+    lin = linear_form(flat)
+    out: list[Dim] = []
+    for size, c_m in zip(shape, strides):
+        if isinstance(size, int) and size == 1:
+            out.append(0)
+            continue
+        out.append(_axis_coord(flat, lin, size, c_m, bounds))
+    return tuple(out)
+
+
+def _axis_coord(flat: Dim, lin: tuple | None, size: Dim, c_m: Dim, bounds: Mapping[str, Dim]) -> Dim:
+    if lin is not None:
+        coefs, const = lin
+        cs = c_m * size
+        mid: dict[str, Dim] = {}
+        low_max: Dim = 0
+        ok = True
+        for v, a in coefs.items():
+            if exact_div(a, cs) is not None:
+                continue
+            q = exact_div(a, c_m)
+            if q is not None:
+                mid[v] = q
+            elif nonneg(a):
+                low_max = low_max + a * (bounds[v] - 1)
+            else:
+                ok = False
+                break
+        q0: Dim = 0
+        if ok:
+            if isinstance(const, int) and isinstance(c_m, int):
+                q0, r = divmod(const, c_m)
+                low_max = low_max + r
+            else:
+                qc = exact_div(const, c_m)
+                if qc is not None:
+                    q0 = qc
+                elif nonneg(const):
+                    low_max = low_max + const
+                else:
+                    ok = False
+        if ok and less(low_max, c_m):
+            coord: Dim = q0
+            for v, q in mid.items():
+                coord = coord + q * loop_var(v)
+            rng = _range(mid, q0, bounds)
+            if rng is not None and nonneg(rng[0]) and less(rng[1], size):
+                return coord
+            return mod(coord, size)
+        rng = _range(coefs, const, bounds)
+        q = floordiv(flat, c_m)
+        if rng is not None and nonneg(rng[0]) and less(rng[1], c_m * size):
+            return q
+        return mod(q, size)
+    return mod(floordiv(flat, c_m), size)
+
+
+def fold_divmod(d: Dim) -> Dim:
+    """Rewrite ``c*E*(x // E) + c*(x % E)`` into ``c*x`` (what collapsing loops produces)."""
+    if isinstance(d, int):
+        return d
+    terms = dict(d.terms)
+    changed = True
+    while changed:
+        changed = False
+        for m, c in list(terms.items()):
+            if len(m) != 1 or not isinstance(m[0], tuple) or m[0][0] != "%":
+                continue
+            _, x, e = m[0]
+            dm = (("//", x, e),)
+            want = c * e
+            if not isinstance(want, int):
+                continue
+            if terms.get(dm) == want:
+                del terms[m]
+                del terms[dm]
+                for mm, cc in (x.terms if isinstance(x, Expr) else (((), x),)):
+                    terms[mm] = terms.get(mm, 0) + cc * c
+                terms = {k: v for k, v in terms.items() if v}
+                changed = True
+                break
+    return Expr.make(terms)
+
+
+def has_divmod_on(d: Dim, names: set[str]) -> bool:
+    """Whether ``d`` still divides or takes a remainder of an expression using any of ``names``."""
+    if isinstance(d, int):
+        return False
+    for m, _ in d.terms:
+        for a in m:
+            if isinstance(a, tuple) and (symbols_of(a[1]) | symbols_of(a[2])) & names:
+                return True
+    return False
+
+
+def c_expr(d: Dim, name: Mapping[str, str]) -> str:
+    """Render an integer expression as C (int64 arithmetic); ``name`` maps symbol -> C identifier."""
+    if isinstance(d, int):
+        return str(d) if d >= 0 else f"({d})"
+    parts = []
+    for m, c in d.terms:
+        factors = [_c_atom(a, name) for a in m]
+        if c != 1 or not factors:
+            factors.insert(0, str(c) if c >= 0 else f"({c})")
+        parts.append("*".join(factors))
+    return "(" + " + ".join(parts) + ")" if len(parts) > 1 else parts[0]
+
+
+def _c_atom(a: object, name: Mapping[str, str]) -> str:
+    if isinstance(a, str):
+        return name[a]
+    op, x, y = a  # type: ignore[misc]
+    xs, ys = c_expr(x, name), c_expr(y, name)
+    if op == "max":
+        return f"cl_max64({xs}, {ys})"
+    if op == "min":
+        return f"cl_min64({xs}, {ys})"
+    if nonneg(x) and nonneg(y):
+        return f"({xs} / {ys})" if op == "//" else f"({xs} % {ys})"
+    return f"cl_floordiv({xs}, {ys})" if op == "//" else f"cl_floormod({xs}, {ys})"

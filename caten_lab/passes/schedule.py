@@ -1,0 +1,509 @@
+"""Fusion / scheduling: group AIR nodes into kernels.
+
+Every value is either *realized* (written to a buffer by the kernel whose root it is) or *inlined*
+(recomputed, as an index expression, inside each kernel that reads it). One reverse walk over the
+topologically sorted graph decides, per value:
+
+- graph outputs, ``store`` results and their destinations, and operands of masked views are realized;
+- a value read by several kernels is inlined into each when it is cheap (no reduction inside) and
+  realized otherwise;
+- a ``reduce`` is fused into its consumer kernel as a *stage* (an accumulator loop placed at the loop
+  depth its coordinates need) when the consumer asks for it at one coordinate tuple depending on a
+  prefix of the kernel's loops: softmax and layernorm become one kernel per call, matmul fuses with
+  its bias add and activation. Otherwise the reduce is realized (its own kernel).
+
+Views are never copies: each inlined node records the coordinates its consumers ask for (loop
+variables composed through views by :func:`caten_lab.passes.indexing.unravel`). Kernels with equal
+structural keys (canonical buffer names) share one lowered, compiled function: the schedule cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.graph import Graph
+from caten_lab.air.node import Node
+from caten_lab.air.ops import ELEMENTWISE, OPS
+from caten_lab.air.symbolic import Dim, Expr
+from caten_lab.errors import CompileError
+from caten_lab.passes.base import PassContext
+from caten_lab.passes.indexing import flat_index, loop_var, loop_vars_of, unravel
+
+_ELEMENTWISE = frozenset(ELEMENTWISE)
+MAX_COORDS_PER_VALUE = 4  # beyond this many distinct coordinate tuples in one kernel, realize instead
+
+
+@dataclass
+class BufferInfo:
+    """A buffer the program reads or writes. ``kind``: input | output | state | intermediate | constant."""
+
+    name: str
+    shape: tuple
+    dtype: DType
+    kind: str
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+
+@dataclass
+class Kernel:
+    """One fused loop nest. ``graph``'s inputs are ``allocate(name=<buffer>)`` nodes; its single output
+    is written to ``outputs[0]``. ``params`` is the canonical parameter order (outputs, then inputs)."""
+
+    name: str
+    graph: Graph
+    inputs: list[str]
+    outputs: list[str]
+    node_ids: list[int]
+    key: str
+    params: list[str] = field(default_factory=list)
+    kind: str = "value"  # value | store | copy
+    n_stages: int = 0
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.name} {self.outputs} <- {self.inputs} ({len(self.node_ids)} nodes)>"
+
+
+@dataclass
+class Schedule:
+    kernels: list[Kernel]
+    buffers: dict[str, BufferInfo]
+    symbols: list[str]
+    outputs: list[str] = field(default_factory=list)  # buffer of each graph output, in order
+    state_writes: dict[int, str] = field(default_factory=dict)  # output index -> state input it updates
+    value_buffer: dict[str, str] = field(default_factory=dict)  # realized AIR value -> buffer
+
+    def unique_kernels(self) -> int:
+        return len({k.key for k in self.kernels})
+
+    def summary(self) -> str:
+        lines = [f"{len(self.kernels)} kernels ({self.unique_kernels()} unique), {len(self.buffers)} buffers"]
+        for k in self.kernels:
+            lines.append(f"  {k.name}: {', '.join(k.outputs)} <- {', '.join(k.inputs) or '-'}  [{len(k.node_ids)} nodes]")
+        return "\n".join(lines)
+
+
+def graph_symbols(g: Graph) -> list[str]:
+    """Every symbol name used in shapes or attributes of ``g``."""
+    out: set[str] = set()
+    seen: set[object] = set()
+    for n in g:
+        items: tuple = n.shape
+        op = n.op
+        if op == "view":
+            a = n.attrs
+            items = (*items, *a.strides, a.offset, *(a.mask or ()))
+        elif op == "store":
+            a = n.attrs
+            items = (*items, *a.shape, *a.strides, a.offset)
+        elif op == "const":
+            items = (*items, n.attrs.value)
+        for v in items:
+            if type(v) is int or v in seen:
+                continue
+            if isinstance(v, Expr):
+                seen.add(v)
+                out |= v.symbols()
+            elif isinstance(v, tuple):
+                _collect(v, out)
+    return sorted(out)
+
+
+def _collect(v: object, out: set[str]) -> None:
+    if isinstance(v, Expr):
+        out |= v.symbols()
+    elif isinstance(v, tuple):
+        for x in v:
+            _collect(x, out)
+
+
+def _is_buffer_node(n: Node) -> bool:
+    return n.op == "allocate" and n.attrs.name is not None
+
+
+class _Plan:
+    """Working state of one scheduling run."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.realized: dict[str, int] = {}  # value -> kernel id (root)
+        self.member: dict[str, set[int]] = {}  # inlined value -> kernel ids
+        self.req: list[dict[str, set[tuple]]] = []  # per kernel: value -> coordinate tuples
+        self.bounds: list[dict[str, Dim]] = []  # per kernel: loop var -> extent
+        self.loops: list[list[str]] = []  # per kernel: root loop variables, outermost first
+        self.stage_count: list[int] = []
+        self.roots: list[Node] = []
+
+    def new_kernel(self, root: Node) -> int:
+        kid = len(self.roots)
+        self.roots.append(root)
+        shape = root.attrs.shape if root.op == "store" else root.shape
+        names, coords, bounds = [], [], {}
+        for k, d in enumerate(shape):
+            if isinstance(d, int) and d == 1:
+                coords.append(0)
+                continue
+            name = f"__l{k}"
+            names.append(name)
+            coords.append(loop_var(name))
+            bounds[name] = d
+        self.req.append({})
+        self.bounds.append(bounds)
+        self.loops.append(names)
+        self.stage_count.append(0)
+        self.realized[root.out] = kid
+        self.push(kid, root, tuple(coords))
+        return kid
+
+    def push(self, kid: int, n: Node, coords: tuple) -> None:
+        """Record the coordinates at which ``n``'s operands are needed when ``n`` is at ``coords``."""
+        g = self.g
+        op = n.op
+        if op in _ELEMENTWISE:
+            for r in n.reads:
+                if isinstance(r, str):
+                    self._add(kid, r, coords)
+        elif op == "view":
+            src = n.reads[0]
+            p = g.producer_of(src)
+            if p is None or _is_buffer_node(p) or src in self.realized:
+                self._add(kid, src, ())
+                return
+            a = n.attrs
+            flat = flat_index(coords, a.strides, a.offset)
+            self._add(kid, src, unravel(flat, p.shape, self.bounds[kid]))
+        elif op == "reduce":
+            shape = g.producer_of(n.reads[0]).shape
+            s = self.stage_count[kid]
+            self.stage_count[kid] += 1
+            inner = list(coords)
+            for ax in n.attrs.axes:
+                d = shape[ax]
+                if isinstance(d, int) and d == 1:
+                    inner[ax] = 0
+                    continue
+                name = f"__r{s}_{ax}"
+                inner[ax] = loop_var(name)
+                self.bounds[kid][name] = d
+            self._add(kid, n.reads[0], tuple(inner))
+        elif op == "store":
+            src = n.reads[1]
+            if isinstance(src, str):
+                self._add(kid, src, coords)
+
+    def _add(self, kid: int, value: str, coords: tuple) -> None:
+        self.req[kid].setdefault(value, set()).add(coords)
+
+
+def _heavy(order: list[Node], forced: set[str]) -> dict[str, bool]:
+    heavy: dict[str, bool] = {}
+    for n in order:
+        if n.op == "reduce":
+            heavy[n.out] = True
+        elif n.op in _ELEMENTWISE or n.op == "view":
+            heavy[n.out] = any(heavy.get(r, False) and r not in forced for r in n.reads if isinstance(r, str))
+        else:
+            heavy[n.out] = False
+    return heavy
+
+
+_EXPENSIVE = frozenset({"exp2", "log2", "sin", "sqrt", "recip", "idiv", "mod"})
+RECOMPUTE_LIMIT = 64  # a broadcast that would recompute transcendental work more often than this realizes
+
+
+def _expensive_values(order: list[Node]) -> dict[str, bool]:
+    """Values whose own per-element work includes a transcendental or integer division."""
+    expensive: dict[str, bool] = {}
+    for n in order:
+        if n.op in _ELEMENTWISE:
+            expensive[n.out] = n.op in _EXPENSIVE or any(expensive.get(r, False) for r in n.reads if isinstance(r, str))
+    return expensive
+
+
+def _recomputes_in_stage(plan: _Plan, kid: int, n: Node) -> bool:
+    """Whether view ``n`` (in kernel ``kid``) broadcasts its operand along a main loop axis while
+    inside a reduce stage: the operand would be recomputed once per output column (matmul A operand)."""
+    a = n.attrs
+    bcast = [k for k, (d, st) in enumerate(zip(a.shape, a.strides))
+             if isinstance(st, int) and st == 0 and not (isinstance(d, int) and d == 1)]
+    if not bcast:
+        return False
+    reps: Dim = 1
+    for k in bcast:
+        reps = reps * a.shape[k]
+    if isinstance(reps, int) and reps <= RECOMPUTE_LIMIT:
+        return False
+    loops = set(plan.loops[kid])
+    for c in plan.req[kid].get(n.out, ()):
+        used: set[str] = set()
+        for d in c:
+            used |= loop_vars_of(d)
+        if not (used - loops):
+            continue  # not inside a stage
+        if any(loop_vars_of(c[k]) & loops for k in bcast):
+            return True
+    return False
+
+
+def _reduce_fusable(plan: _Plan, kid: int, n: Node) -> bool:
+    coords = plan.req[kid].get(n.out, set())
+    if len(coords) != 1:
+        return False
+    (c,) = coords
+    used: set[str] = set()
+    for d in c:
+        used |= loop_vars_of(d)
+    loops = plan.loops[kid]
+    if any(v not in loops for v in used):
+        return False  # depends on another stage's variables: would be recomputed per iteration
+    return used == set(loops[: len(used)])
+
+
+def schedule_graph(g: Graph) -> Schedule:
+    """Group the nodes of ``g`` into kernels (see the module docstring)."""
+    order = g.toposort()
+    pos = {n.id: i for i, n in enumerate(order)}
+    forced: set[str] = set(g.outputs)
+    for n in order:
+        if n.op == "store":
+            forced.add(n.out)
+            forced.add(n.reads[0])
+        elif n.op == "view" and n.attrs.mask is not None:
+            forced.add(n.reads[0])
+    heavy = _heavy(order, forced)
+    expensive = _expensive_values(order)
+    plan = _Plan(g)
+    for n in reversed(order):
+        v = n.out
+        if _is_buffer_node(n):
+            continue
+        must = v in forced
+        kernels: set[int] = set()
+        if not must:
+            for u in g.users_of(v):
+                if u.out in plan.realized:
+                    kernels.add(plan.realized[u.out])
+                else:
+                    kernels |= plan.member.get(u.out, set())
+            if not kernels:
+                continue  # dead: nothing reads it
+            if len(kernels) > 1 and heavy[v] or n.op == "reduce" and not _reduce_fusable(plan, next(iter(kernels)), n) or any(len(plan.req[k].get(v, ())) > MAX_COORDS_PER_VALUE for k in kernels):
+                must = True
+        if must:
+            plan.new_kernel(n)
+            continue
+        plan.member[v] = kernels
+        if n.op == "view" and expensive.get(n.reads[0], False) and any(
+                _recomputes_in_stage(plan, kid, n) for kid in kernels):
+            forced.add(n.reads[0])
+        for kid in kernels:
+            for c in plan.req[kid].get(v, ()):
+                plan.push(kid, n, c)
+    return _build(g, plan, pos)
+
+
+# ---- building kernels -------------------------------------------------------------------
+
+
+def _describe(nodes: list[Node], g: Graph) -> str:
+    parts: list[str] = []
+    for n in nodes:
+        if n.op == "reduce":
+            src = g.producer_of(n.reads[0])
+            label = "matmul" if n.attrs.op == "add" and src is not None and src.op == "mul" else f"{n.attrs.op}"
+        elif n.op in ELEMENTWISE:
+            label = n.op
+        elif n.op == "store":
+            label = "store"
+        else:
+            continue
+        if label not in parts:
+            parts.append(label)
+    return "_".join(parts[:4]) or "copy"
+
+
+def _build(g: Graph, plan: _Plan, pos: dict[int, int]) -> Schedule:
+    buffers: dict[str, BufferInfo] = {}
+    value_buffer: dict[str, str] = {}
+    out_index = {o: i for i, o in reversed(list(enumerate(g.outputs)))}
+    for n in g:
+        if _is_buffer_node(n):
+            buffers[n.attrs.name] = BufferInfo(n.attrs.name, n.shape, n.dtype, "input")
+            value_buffer[n.out] = n.attrs.name
+
+    def state_root(value: str) -> str | None:
+        p = g.producer_of(value)
+        while p is not None and p.op == "store":
+            p = g.producer_of(p.reads[0])
+        return p.attrs.name if p is not None and _is_buffer_node(p) else None
+
+    kernels: list[tuple[float, Kernel]] = []
+    kid_order = sorted(range(len(plan.roots)), key=lambda k: pos[plan.roots[k].id])
+    for kid in kid_order:
+        root = plan.roots[kid]
+        if root.op == "store":
+            dst = root.reads[0]
+            dst_buf = value_buffer[dst]
+            reads_dst = _kernel_reads_buffer(g, plan, kid, dst_buf, value_buffer)
+            if g.n_users(dst) > 1 or reads_dst:
+                copy = f"c{root.id}"
+                buffers[copy] = BufferInfo(copy, buffers[dst_buf].shape, buffers[dst_buf].dtype, "intermediate")
+                kernels.append((pos[root.id] - 0.5, _copy_kernel(g, dst, dst_buf, copy)))
+                dst_buf = copy
+            value_buffer[root.out] = dst_buf
+            if dst_buf in buffers and buffers[dst_buf].kind == "input":
+                buffers[dst_buf].kind = "state"
+        else:
+            if root.out in out_index:
+                name = f"out{out_index[root.out]}"
+                kind = "output"
+            else:
+                name = f"t{root.id}"
+                kind = "intermediate"
+            buffers[name] = BufferInfo(name, root.shape, root.dtype, kind)
+            value_buffer[root.out] = name
+        kernels.append((pos[root.id], _make_kernel(g, plan, kid, value_buffer, buffers)))
+    kernels.sort(key=lambda t: t[0])
+    ks = [k for _, k in kernels]
+    for i, k in enumerate(ks):
+        k.name = f"k{i}_{k.name}"
+    outputs = [value_buffer.get(o, "") for o in g.outputs]
+    state_writes = {}
+    for i, o in enumerate(g.outputs):
+        sr = state_root(o)
+        if sr is not None and g.producer_of(o).op == "store":
+            state_writes[i] = sr
+    for b in outputs:
+        if b and buffers[b].kind == "intermediate":
+            buffers[b].kind = "output"
+    return Schedule(ks, buffers, graph_symbols(g), outputs, state_writes, value_buffer)
+
+
+def _kernel_reads_buffer(g: Graph, plan: _Plan, kid: int, buf: str, value_buffer: dict[str, str]) -> bool:
+    root = plan.roots[kid]
+    seen: set[str] = set()
+    stack = [r for r in root.reads[1:] if isinstance(r, str)]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in plan.realized or _is_buffer_node(g.producer_of(v)):
+            if value_buffer.get(v) == buf:
+                return True
+            continue
+        stack.extend(r for r in g.producer_of(v).reads if isinstance(r, str))
+    return False
+
+
+def _copy_kernel(g: Graph, value: str, src_buf: str, dst_buf: str) -> Kernel:
+    p = g.producer_of(value)
+    kg = Graph()
+    shape = p.shape
+    node = Node("allocate", (value,), [], _alloc_attrs(shape, p.dtype, src_buf), p.dtype, shape)
+    kg.add(node)
+    kg.outputs = [value]
+    key = _hash(("copy", shape, p.dtype.value))
+    return Kernel("copy", kg, [src_buf], [dst_buf], [], key, [dst_buf, src_buf], "copy")
+
+
+_ATTRS: dict[tuple, object] = {}
+_ALLOC_CLS = OPS["allocate"].attrs_cls
+
+
+def _alloc_attrs(shape: tuple, dtype: DType, name: str) -> object:
+    key = (shape, dtype, name)
+    a = _ATTRS.get(key)
+    if a is None:
+        a = _ATTRS[key] = _ALLOC_CLS(shape=shape, dtype=dtype, name=name)
+    return a
+
+
+_KEYS: dict[object, str] = {}
+
+
+def _hash(obj: object) -> str:
+    """A stable digest of a canonical kernel form (memoized: identical blocks hash once)."""
+    h = _KEYS.get(obj)
+    if h is None:
+        if len(_KEYS) > 50_000:
+            _KEYS.clear()
+        h = _KEYS[obj] = hashlib.blake2b(repr(obj).encode(), digest_size=12).hexdigest()
+    return h
+
+
+def _make_kernel(g: Graph, plan: _Plan, kid: int, value_buffer: dict[str, str], buffers: dict[str, BufferInfo]) -> Kernel:
+    """The fused subgraph of kernel ``kid`` (built in DFS post-order, which makes its key canonical)."""
+    root = plan.roots[kid]
+    out_buf = value_buffer[root.out]
+    kg = Graph()
+    params = [out_buf]
+    param_index = {out_buf: 0}
+    local: dict[str, int] = {}
+    canon: list[tuple] = []
+    node_ids: list[int] = []
+    inputs: list[str] = []
+    if root.op == "store":  # the destination is the output buffer itself, written in place
+        dst = root.reads[0]
+        info = buffers[out_buf]
+        kg.add(Node("allocate", (dst,), [], _alloc_attrs(info.shape, info.dtype, out_buf), info.dtype, info.shape))
+        local[dst] = 0
+        canon.append(("param", 0, info.shape, info.dtype.value))
+
+    def buffer_read(value: str) -> None:
+        buf = value_buffer.get(value)
+        if buf is None:
+            raise CompileError(f"schedule: value {value!r} is read by kernel {kid} but has no buffer")
+        if buf not in param_index:
+            param_index[buf] = len(params)
+            params.append(buf)
+        if buf not in inputs and not (root.op == "store" and buf == out_buf):
+            inputs.append(buf)
+        info = buffers[buf]
+        node = Node("allocate", (value,), [], _alloc_attrs(info.shape, info.dtype, buf), info.dtype, info.shape)
+        kg.add(node)
+        local[value] = len(canon)
+        canon.append(("param", param_index[buf], info.shape, info.dtype.value))
+
+    stack: list[tuple[str, bool]] = [(root.out, True)]
+    while stack:
+        v, is_root = stack.pop()
+        if v in local:
+            continue
+        n = g.producer_of(v)
+        inline = is_root or (v not in plan.realized and not _is_buffer_node(n))
+        if not inline:
+            buffer_read(v)
+            continue
+        pending = [r for r in n.reads if isinstance(r, str) and r not in local]
+        if pending:
+            stack.append((v, is_root))
+            for r in reversed(pending):
+                stack.append((r, False))
+            continue
+        kg.add(n.copy())
+        node_ids.append(n.id)
+        local[v] = len(canon)
+        rd = tuple(("v", local[r]) if isinstance(r, str) else ("l", type(r).__name__, r) for r in n.reads)
+        canon.append((n.op, n.attrs, n.dtype, n.shape, rd))
+    kg.outputs = [root.out]
+    key = _hash((root.op == "store", tuple(canon)))
+    kind = "store" if root.op == "store" else "value"
+    return Kernel(_describe(kg.nodes, kg), kg, inputs, [out_buf], node_ids, key, params, kind,
+                  plan.stage_count[kid])
+
+
+class ScheduleKernels:
+    """Pass: fuse AIR nodes into kernels; stores the Schedule in ``ctx.artifacts['schedule']``."""
+
+    name = "schedule"
+    description = "fuse elementwise chains, reductions and matmul epilogues into kernels (schedule cache by key)"
+
+    def run(self, graph: Graph, ctx: PassContext) -> Graph:
+        sched = schedule_graph(graph)
+        ctx.artifacts["schedule"] = sched
+        return graph

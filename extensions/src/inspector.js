@@ -1,0 +1,999 @@
+// caten_lab Inspector: steps through a PassTrace (passes and rewrites) entirely in the browser.
+// The kernel sends one JSON document (see caten_lab/notebook/payload.py); graphs per rewrite are
+// rebuilt here from the rewrite records; layout runs in a Web Worker with Graphviz compiled to WASM.
+import workerSource from "virtual:layout-worker";
+
+const CAT_COLORS = { unary: "#dbeafe", binary: "#e0e7ff", ternary: "#ede9fe", reduce: "#fde68a", buffer: "#dcfce7" };
+const KERNEL_COLORS = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d8f3dc", "#ffe5d9", "#cddafd", "#f1e3d3", "#e2f0cb"];
+const ADDED = "#86efac";
+const REMOVED = "#fca5a5";
+const CHANGED = "#fdba74";
+const CHECKPOINT_EVERY = 64;
+
+// ---- layout: one shared worker for every Inspector on the page --------------------------------
+let layoutEngine = null;
+
+function makeLayoutEngine() {
+  const url = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
+  const pending = new Map();
+  let nextId = 1;
+  let worker = null;
+  let fallback = null; // the same module imported on the main thread
+  try {
+    worker = new Worker(url, { type: "module" });
+    worker.onmessage = (e) => {
+      const job = pending.get(e.data.id);
+      if (!job) return;
+      pending.delete(e.data.id);
+      if (e.data.error) job.reject(new Error(e.data.error));
+      else job.resolve(e.data.svg);
+    };
+    worker.onerror = (e) => {
+      // a worker that cannot start (CSP, old browser): fall back to the main thread
+      e.preventDefault?.();
+      worker = null;
+      for (const [, job] of pending) job.retry();
+      pending.clear();
+    };
+  } catch (err) {
+    worker = null;
+  }
+  const mainThread = async (dot) => {
+    if (fallback === null) fallback = import(/* webpackIgnore: true */ url);
+    const mod = await fallback;
+    return mod.renderDot(dot);
+  };
+  const cache = new Map();
+  const layout = (dot) => {
+    const hit = cache.get(dot);
+    if (hit) return hit;
+    const p = new Promise((resolve, reject) => {
+      const run = () => {
+        if (worker === null) {
+          mainThread(dot).then(resolve, reject);
+          return;
+        }
+        const id = nextId++;
+        pending.set(id, { resolve, reject, retry: run });
+        worker.postMessage({ id, dot });
+      };
+      run();
+    });
+    p.catch(() => cache.delete(dot));
+    cache.set(dot, p);
+    if (cache.size > 400) cache.delete(cache.keys().next().value);
+    return p;
+  };
+  return { layout, isCached: (dot) => cache.has(dot) };
+}
+
+function engine() {
+  if (layoutEngine === null) layoutEngine = makeLayoutEngine();
+  return layoutEngine;
+}
+
+// ---- small DOM helpers ----------------------------------------------------------------------------
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v;
+    else if (k === "text") el.textContent = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) el.append(c);
+  return el;
+}
+
+function esc(s) {
+  return String(s).replace(/\\/g, "\\\\").replace(/"/g, '\\"');
+}
+
+function fmtTime(s) {
+  if (s === null || s === undefined) return "–";
+  if (s < 1e-3) return `${(s * 1e6).toFixed(0)} µs`;
+  if (s < 1) return `${(s * 1e3).toFixed(1)} ms`;
+  return `${s.toFixed(2)} s`;
+}
+
+function fmtBytes(b) {
+  if (!b) return "0 B";
+  const u = ["B", "kB", "MB", "GB"];
+  let i = 0;
+  while (b >= 1024 && i < u.length - 1) {
+    b /= 1024;
+    i++;
+  }
+  return `${b.toFixed(i ? 1 : 0)} ${u[i]}`;
+}
+
+// ---- graph states ---------------------------------------------------------------------------------
+// A state is {nodes: Map(id -> {rec, reads}), outputs: [...] }; insertion order = graph order.
+function stateFromGraph(data, gi) {
+  const g = data.graphs[gi];
+  const nodes = new Map();
+  for (const i of g.nodes) {
+    const rec = data.nodes[i];
+    nodes.set(rec.id, { rec, reads: rec.reads });
+  }
+  return { nodes, outputs: g.outputs.slice() };
+}
+
+function cloneState(s) {
+  return { nodes: new Map(s.nodes), outputs: s.outputs.slice() };
+}
+
+// Mirrors caten_lab.air.rewriter.replay (and payload.replay_payload in Python).
+function applyRewrite(data, s, rw) {
+  for (const i of rw.produced) {
+    const rec = data.nodes[i];
+    s.nodes.set(rec.id, { rec, reads: rec.reads });
+  }
+  const [oldV, newV] = rw.replaced;
+  for (const [id, n] of s.nodes) {
+    if (n.reads.some((r) => r === oldV)) s.nodes.set(id, { rec: n.rec, reads: n.reads.map((r) => (r === oldV ? newV : r)) });
+  }
+  if (typeof newV === "string") s.outputs = s.outputs.map((o) => (o === oldV ? newV : o));
+  for (const id of rw.removed) s.nodes.delete(id);
+}
+
+class Replayer {
+  constructor(data) {
+    this.data = data;
+    this.checkpoints = new Map(); // pass index -> Map(k -> state)
+  }
+  state(passIndex, k) {
+    const p = this.data.passes[passIndex];
+    if (p.before === null) return null;
+    let cps = this.checkpoints.get(passIndex);
+    if (!cps) {
+      cps = new Map([[0, stateFromGraph(this.data, p.before)]]);
+      this.checkpoints.set(passIndex, cps);
+    }
+    k = Math.max(0, Math.min(k, p.rewrites.length));
+    let base = Math.floor(k / CHECKPOINT_EVERY) * CHECKPOINT_EVERY;
+    while (!cps.has(base)) base -= CHECKPOINT_EVERY;
+    let s = cloneState(cps.get(base));
+    for (let j = base; j < k; j++) {
+      applyRewrite(this.data, s, p.rewrites[j]);
+      if ((j + 1) % CHECKPOINT_EVERY === 0 && !cps.has(j + 1)) cps.set(j + 1, cloneState(s));
+    }
+    return s;
+  }
+}
+
+// ---- graph -> DOT ---------------------------------------------------------------------------------
+function nodeLabel(rec, reads) {
+  const lits = reads.filter((r) => typeof r !== "string").map((r) => r.lit);
+  let head = rec.op + (lits.length ? " " + lits.join(", ") : "");
+  const a = rec.attrs || {};
+  const bits = [];
+  for (const key of ["name", "value", "op", "axes", "dtype"]) {
+    if (a[key] !== undefined && !(key === "dtype" && rec.op !== "cast")) bits.push(`${key}=${a[key]}`);
+  }
+  if (rec.op === "view" && a.strides) bits.push(`strides=${a.strides}`);
+  let label = head;
+  if (bits.length) label += "\n" + bits.join(" ").slice(0, 48);
+  label += `\n${rec.dtype}[${rec.shape.join(",")}]`;
+  return label;
+}
+
+function producerMap(state) {
+  const m = new Map();
+  for (const [id, n] of state.nodes) m.set(n.rec.out, id);
+  return m;
+}
+
+function neighbourhood(state, seeds, hops) {
+  const prod = producerMap(state);
+  const users = new Map();
+  for (const [id, n] of state.nodes) {
+    for (const r of n.reads) {
+      if (typeof r !== "string") continue;
+      const p = prod.get(r);
+      if (p === undefined) continue;
+      if (!users.has(p)) users.set(p, []);
+      users.get(p).push(id);
+    }
+  }
+  const seen = new Set(seeds.filter((s) => state.nodes.has(s)));
+  let frontier = [...seen];
+  for (let d = 0; d < hops && frontier.length; d++) {
+    const next = [];
+    for (const id of frontier) {
+      const n = state.nodes.get(id);
+      const around = [];
+      for (const r of n.reads) if (typeof r === "string" && prod.has(r)) around.push(prod.get(r));
+      for (const u of users.get(id) || []) around.push(u);
+      for (const x of around) if (!seen.has(x)) (seen.add(x), next.push(x));
+    }
+    frontier = next;
+  }
+  return seen;
+}
+
+// Build the DOT of one drawn graph. opts: {prefix, marks: Map(id->colour), dashed: Set, keep: Set|null,
+// kernelsOn: bool (the graph is scheduled), boxed(kernel) -> bool, nodeKernel: Map, kernelIndex: Map}
+function toDot(state, opts) {
+  const { prefix, marks, dashed, keep, kernelsOn, boxed, nodeKernel, kernelIndex } = opts;
+  const prod = producerMap(state);
+  const outs = new Set(state.outputs);
+  const lines = [
+    "digraph G {",
+    '  graph [rankdir=TB, nodesep=0.25, ranksep=0.3, bgcolor="transparent"];',
+    '  node [shape=box, style="rounded,filled", fontname="Courier", fontsize=9, margin="0.06,0.03", height=0.3];',
+    "  edge [arrowsize=0.5, color=\"#6b7280\"];",
+  ];
+  const groupOf = (id) => {
+    if (!kernelsOn) return null;
+    const k = nodeKernel.get(id);
+    return k !== undefined && boxed(k) ? k : null;
+  };
+  const boxes = new Map(); // kernel -> {count, mark}
+  const clusters = new Map(); // kernel drawn as a frame around its nodes -> lines
+  const nodeLine = (id, n) => {
+    const colour = marks.get(id) || CAT_COLORS[n.rec.cat] || "#f3f4f6";
+    const style = dashed.has(id) ? ', style="rounded,filled,dashed"' : "";
+    const pen = outs.has(n.rec.out) ? ", penwidth=2.2" : "";
+    return `    ${prefix}n${id} [id="${prefix}n${id}", label="${esc(nodeLabel(n.rec, n.reads))}", fillcolor="${colour}"${style}${pen}];`;
+  };
+  for (const [id, n] of state.nodes) {
+    if (keep && !keep.has(id)) continue;
+    const g = groupOf(id);
+    if (g !== null) {
+      const b = boxes.get(g) || { count: 0, mark: null };
+      b.count++;
+      if (marks.has(id) && !b.mark) b.mark = marks.get(id);
+      boxes.set(g, b);
+      continue;
+    }
+    const k = kernelsOn ? nodeKernel.get(id) : undefined;
+    if (k !== undefined) {
+      if (!clusters.has(k)) clusters.set(k, []);
+      clusters.get(k).push(nodeLine(id, n));
+    } else lines.push(nodeLine(id, n));
+  }
+  for (const [k, body] of clusters) {
+    const ki = kernelIndex.get(k);
+    lines.push(`  subgraph "cluster_${prefix}${ki}" {`);
+    lines.push(`    id="${prefix}c${ki}"; label="${esc(k)} (click the frame to collapse)"; style="rounded,dashed"; color="#9ca3af"; fontsize=9; fontname="Courier";`);
+    lines.push(...body);
+    lines.push("  }");
+  }
+  for (const [k, b] of boxes) {
+    const ki = kernelIndex.get(k);
+    const fill = b.mark || KERNEL_COLORS[ki % KERNEL_COLORS.length];
+    lines.push(`  ${prefix}k${ki} [id="${prefix}k${ki}", shape=box3d, style="filled", label="${esc(k)}\\n${b.count} ops", fillcolor="${fill}"];`);
+  }
+  const seen = new Set();
+  for (const [id, n] of state.nodes) {
+    if (keep && !keep.has(id)) continue;
+    const gd = groupOf(id);
+    const dst = gd !== null ? `${prefix}k${kernelIndex.get(gd)}` : `${prefix}n${id}`;
+    for (const r of n.reads) {
+      if (typeof r !== "string") continue;
+      const p = prod.get(r);
+      if (p === undefined || (keep && !keep.has(p))) continue;
+      const gs = groupOf(p);
+      const src = gs !== null ? `${prefix}k${kernelIndex.get(gs)}` : `${prefix}n${p}`;
+      if (src === dst) continue;
+      const key = `${src}>${dst}`;
+      if (gs !== null || gd !== null) {
+        if (seen.has(key)) continue;
+        seen.add(key);
+      }
+      lines.push(`  ${src} -> ${dst};`);
+    }
+  }
+  lines.push("}");
+  return lines.join("\n");
+}
+
+// The union of two states (for the diff view): every node of `after`, plus removed nodes of `before`.
+function unionState(before, after) {
+  const nodes = new Map(after.nodes);
+  for (const [id, n] of before.nodes) if (!nodes.has(id)) nodes.set(id, n);
+  return { nodes, outputs: after.outputs };
+}
+
+const readsKey = (reads) => reads.map((r) => (typeof r === "string" ? r : `#${r.lit}`)).join("|");
+
+function diffSets(before, after) {
+  const added = new Set();
+  const removed = new Set();
+  const changed = new Set();
+  if (!before || !after) return { added, removed, changed };
+  for (const [id, n] of after.nodes) {
+    const b = before.nodes.get(id);
+    if (!b) added.add(id);
+    else if (b.rec !== n.rec || (b.reads !== n.reads && readsKey(b.reads) !== readsKey(n.reads))) changed.add(id);
+  }
+  for (const id of before.nodes.keys()) if (!after.nodes.has(id)) removed.add(id);
+  return { added, removed, changed };
+}
+
+// ---- the widget -------------------------------------------------------------------------------------
+// a pass worth showing when unchanged passes are hidden: it changed the graph, failed, or produced artifacts
+const interesting = (p) => p.changed || p.error || (p.artifacts && p.artifacts.length > 0);
+
+function render({ model, el }) {
+  const data = JSON.parse(model.get("data_json") || "{}");
+  if (!data.passes || !data.passes.length) {
+    const box = h("div", { class: "caten-inspector" }, h("div", { class: "ci-tabs" }, h("span", { class: "ci-title", text: data.title || "caten_lab inspector" })));
+    box.append(h("div", { class: "ci-empty", text: "no passes were traced (the numpy backend interprets the graph directly)" }));
+    const res = data.result;
+    if (res) {
+      const tbl = h("table", { class: "ci-result-table" });
+      tbl.append(h("tr", {}, ...["output", "shape", "dtype", "min", "max", "mean", "first values"].map((t) => h("th", { text: t }))));
+      for (const o of res.outputs || []) tbl.append(h("tr", {}, ...[o.name, o.shape, o.dtype, o.min, o.max, o.mean, o.head].map((t) => h("td", { text: t === undefined ? "" : String(t) }))));
+      box.append(h("div", { class: "ci-dim", text: `run time ${fmtTime(res.run_s)}${res.note ? " · " + res.note : ""}` }), tbl);
+    }
+    el.append(box);
+    return;
+  }
+  const replayer = new Replayer(data);
+  const kernels = data.kernels || [];
+  const nodeKernel = new Map();
+  const kernelIndex = new Map();
+  kernels.forEach((k, i) => {
+    kernelIndex.set(k.name, i);
+    for (const id of k.node_ids) nodeKernel.set(id, k.name);
+  });
+  const cLines = (data.c && data.c.source_map) || [];
+  const nodeToC = new Map();
+  cLines.forEach((ids, i) => {
+    for (const id of ids) {
+      if (!nodeToC.has(id)) nodeToC.set(id, []);
+      nodeToC.get(id).push(i + 1);
+    }
+  });
+  const toggled = new Set(); // kernels the user expanded (when collapsed) or collapsed (when framed)
+  const scheduleAt = data.passes.findIndex((p) => (p.artifacts || []).includes("schedule"));
+  const kernelsOnAt = (pi) => kernels.length > 0 && scheduleAt >= 0 && pi >= scheduleAt;
+  const boxed = (k) => model.get("collapse_kernels") !== toggled.has(k);
+  const renderAnyway = new Set();
+  let playTimer = null;
+  let renderSeq = 0;
+  let lastRenderMs = 0;
+  const local = { tab: "graph" };
+
+  // ---- skeleton
+  const root = h("div", { class: "caten-inspector", tabindex: "0" });
+  el.append(root);
+  const panes = model.get("panes") || ["graph", "profile", "c", "result"];
+  const tabs = h("div", { class: "ci-tabs" });
+  const title = h("span", { class: "ci-title", text: data.title || "caten_lab inspector" });
+  tabs.append(title);
+  const paneEls = {};
+  const tabBtns = {};
+  const body = h("div", { class: "ci-body" });
+  for (const name of ["graph", "profile", "c", "result"]) {
+    if (!panes.includes(name)) continue;
+    const label = { graph: "Graph", profile: "Profile", c: "C source", result: "Result" }[name];
+    tabBtns[name] = h("button", { class: "ci-tab", "data-pane": name, text: label, onclick: () => showTab(name) });
+    tabs.append(tabBtns[name]);
+    paneEls[name] = h("div", { class: `ci-pane ci-pane-${name}` });
+    body.append(paneEls[name]);
+  }
+  root.append(tabs, body);
+
+  function showTab(name) {
+    local.tab = name;
+    for (const [n, p] of Object.entries(paneEls)) p.style.display = n === name ? "" : "none";
+    for (const [n, b] of Object.entries(tabBtns)) b.classList.toggle("active", n === name);
+  }
+
+  // ---- graph pane
+  const g = paneEls.graph;
+  const passListEl = h("div", { class: "ci-passlist" });
+  const graphEl = h("div", { class: "ci-graph" });
+  const detailEl = h("div", { class: "ci-details" });
+  const btn = (text, title, fn, cls = "") => h("button", { class: `ci-btn ${cls}`, title, text, onclick: fn });
+  const passSlider = h("input", { type: "range", min: "0", max: String(data.passes.length - 1), value: "0", class: "ci-pass-slider" });
+  const rwSlider = h("input", { type: "range", min: "0", max: "0", value: "0", class: "ci-rw-slider" });
+  const passLabel = h("span", { class: "ci-pass-label" });
+  const rwLabel = h("span", { class: "ci-rw-label" });
+  const viewSel = h("select", { class: "ci-view" });
+  for (const [v, t] of [["after", "after"], ["before", "before"], ["side", "before | after"], ["diff", "diff"]]) viewSel.append(h("option", { value: v, text: t }));
+  const hideChk = h("input", { type: "checkbox", class: "ci-hide" });
+  const collapseChk = h("input", { type: "checkbox", class: "ci-collapse" });
+  const hopsIn = h("input", { type: "number", min: "0", max: "9", value: "0", class: "ci-hops", title: "show only k hops around the selected node (0 = whole graph)" });
+  const playBtn = btn("play", "play / pause (space)", () => togglePlay(), "ci-play");
+  const zoomState = { scale: 1 };
+  if (g) {
+    g.append(
+      h(
+        "div",
+        { class: "ci-toolbar" },
+        btn("|◀", "first pass (Home)", () => stepPass("first"), "ci-first"),
+        btn("◀", "previous pass (←)", () => stepPass(-1), "ci-prev"),
+        playBtn,
+        btn("▶", "next pass (→)", () => stepPass(1), "ci-next"),
+        btn("▶|", "last pass (End)", () => stepPass("last"), "ci-last"),
+        passSlider,
+        passLabel
+      ),
+      h(
+        "div",
+        { class: "ci-toolbar" },
+        h("span", { class: "ci-lbl", text: "rewrite" }),
+        btn("◀", "previous rewrite (↑)", () => stepRewrite(-1), "ci-rw-prev"),
+        rwSlider,
+        btn("▶", "next rewrite (↓)", () => stepRewrite(1), "ci-rw-next"),
+        btn("whole pass", "show the whole pass (Esc)", () => setRewrite(-1), "ci-rw-all"),
+        rwLabel
+      ),
+      h(
+        "div",
+        { class: "ci-toolbar" },
+        h("label", {}, "view ", viewSel),
+        h("label", {}, hideChk, " hide unchanged passes"),
+        h("label", {}, collapseChk, " collapse kernels"),
+        h("label", {}, "focus hops ", hopsIn),
+        btn("−", "zoom out", () => zoom(1 / 1.25)),
+        btn("fit", "fit width", () => zoom(0)),
+        btn("+", "zoom in", () => zoom(1.25))
+      ),
+      h("div", { class: "ci-main" }, passListEl, graphEl, detailEl)
+    );
+  }
+
+  function visiblePasses() {
+    const hide = model.get("hide_unchanged");
+    const out = [];
+    data.passes.forEach((p, i) => {
+      if (!hide || interesting(p) || i === model.get("pass_index")) out.push(i);
+    });
+    return out;
+  }
+
+  function setPass(i) {
+    i = Math.max(0, Math.min(i, data.passes.length - 1));
+    model.set("pass_index", i);
+    model.set("rewrite_index", -1);
+    model.save_changes();
+  }
+
+  function stepPass(d) {
+    const vis = visiblePasses().filter((i) => !model.get("hide_unchanged") || interesting(data.passes[i]));
+    if (!vis.length) return;
+    const cur = model.get("pass_index");
+    if (d === "first") return setPass(vis[0]);
+    if (d === "last") return setPass(vis[vis.length - 1]);
+    if (d > 0) {
+      const nxt = vis.find((i) => i > cur);
+      if (nxt !== undefined) setPass(nxt);
+      else stopPlay();
+    } else {
+      const prv = [...vis].reverse().find((i) => i < cur);
+      if (prv !== undefined) setPass(prv);
+    }
+  }
+
+  function setRewrite(k) {
+    const p = data.passes[model.get("pass_index")];
+    k = Math.max(-1, Math.min(k, p.rewrites.length));
+    if (k === 0 && p.rewrites.length) k = 1;
+    model.set("rewrite_index", k);
+    model.save_changes();
+  }
+
+  function stepRewrite(d) {
+    const p = data.passes[model.get("pass_index")];
+    if (!p.rewrites.length) return stepPass(d);
+    const k = model.get("rewrite_index");
+    if (d > 0) {
+      if (k < 0) setRewrite(1);
+      else if (k < p.rewrites.length) setRewrite(k + 1);
+      else stepPass(1);
+    } else if (k > 1) setRewrite(k - 1);
+    else setRewrite(-1);
+  }
+
+  function togglePlay() {
+    if (playTimer) return stopPlay();
+    playBtn.textContent = "pause";
+    playTimer = setInterval(() => {
+      const p = data.passes[model.get("pass_index")];
+      if (model.get("rewrite_index") >= 0 && p.rewrites.length) stepRewrite(1);
+      else stepPass(1);
+    }, Math.max(200, model.get("play_interval_ms") || 700));
+  }
+
+  function stopPlay() {
+    if (playTimer) clearInterval(playTimer);
+    playTimer = null;
+    playBtn.textContent = "play";
+  }
+
+  function zoom(f) {
+    zoomState.scale = f === 0 ? 1 : Math.max(0.1, Math.min(8, zoomState.scale * f));
+    for (const svg of graphEl.querySelectorAll("svg")) applyZoom(svg);
+  }
+
+  function applyZoom(svg) {
+    const w0 = parseFloat(svg.dataset.w0 || svg.getAttribute("width") || "0");
+    if (!svg.dataset.w0) {
+      svg.dataset.w0 = String(w0);
+      svg.dataset.h0 = String(parseFloat(svg.getAttribute("height") || "0"));
+    }
+    const holder = svg.parentElement;
+    const avail = Math.max(200, (holder && holder.clientWidth) || 600);
+    // fit the width, but never shrink labels below legibility: wide graphs scroll instead
+    const fit = Math.max(0.6, Math.min(1.2, avail / Math.max(1, w0)));
+    const s = fit * zoomState.scale;
+    svg.setAttribute("width", `${w0 * s}px`);
+    svg.setAttribute("height", `${parseFloat(svg.dataset.h0) * s}px`);
+  }
+
+  // the pair of states the current step compares: (before, after) of the pass or of one rewrite
+  function currentPair() {
+    const pi = model.get("pass_index");
+    const p = data.passes[pi];
+    const k = model.get("rewrite_index");
+    if (k >= 1 && p.rewrites.length) {
+      return { before: replayer.state(pi, k - 1), after: replayer.state(pi, k), rewrite: p.rewrites[k - 1] };
+    }
+    const before = p.before === null ? null : stateFromGraph(data, p.before);
+    const after = p.after === null ? null : stateFromGraph(data, p.after);
+    return { before, after, rewrite: null };
+  }
+
+  function renderPassList() {
+    passListEl.replaceChildren();
+    const cur = model.get("pass_index");
+    const hide = model.get("hide_unchanged");
+    data.passes.forEach((p, i) => {
+      if (hide && !interesting(p) && i !== cur) return;
+      const item = h(
+        "div",
+        { class: `ci-pass${i === cur ? " current" : ""}${p.changed ? " changed" : " unchanged"}${p.error ? " error" : ""}`, "data-index": String(i), title: p.description, onclick: () => setPass(i) },
+        h("span", { class: "ci-pass-name", text: `${i}. ${p.name}` }),
+        h("span", { class: "ci-pass-meta", text: `${fmtTime(p.wall_s)} · ${p.nodes_before}→${p.nodes_after}${p.n_rewrites ? ` · ${p.n_rewrites} rw` : ""}${p.artifacts && p.artifacts.length ? ` · +${p.artifacts.join(",")}` : ""}` })
+      );
+      passListEl.append(item);
+    });
+    const curEl = passListEl.querySelector(".current");
+    if (curEl && curEl.scrollIntoView) curEl.scrollIntoView({ block: "nearest" });
+  }
+
+  function drawSpecs(pair, pi) {
+    const view = model.get("view");
+    const sel = model.get("selected_node");
+    const hops = model.get("focus_hops");
+    const { added, removed, changed } = diffSets(pair.before, pair.after);
+    const rwMarks = new Map();
+    if (pair.rewrite) {
+      for (const id of pair.rewrite.matched) rwMarks.set(id, REMOVED);
+      for (const i of pair.rewrite.produced) rwMarks.set(data.nodes[i].id, ADDED);
+    }
+    const cap = model.get("node_cap");
+    const focusFor = (state) => {
+      if (!state) return null;
+      if (hops > 0 && sel >= 0 && state.nodes.has(sel)) return neighbourhood(state, [sel], hops);
+      if (pair.rewrite && (hops > 0 || state.nodes.size > cap)) {
+        // the neighbourhood of what the rewrite touched: the value it replaced, its users, what it produced
+        const seeds = [...pair.rewrite.matched, ...pair.rewrite.produced.map((i) => data.nodes[i].id)];
+        const prod = producerMap(state);
+        for (const v of pair.rewrite.replaced) if (typeof v === "string" && prod.has(v)) seeds.push(prod.get(v));
+        return neighbourhood(state, seeds, hops > 0 ? hops : 2);
+      }
+      return null;
+    };
+    const common = { kernelsOn: kernelsOnAt(pi), boxed, nodeKernel, kernelIndex, dashed: new Set() };
+    const specs = [];
+    const marksFor = (which) => {
+      const m = new Map();
+      if (which === "after") {
+        for (const id of added) m.set(id, ADDED);
+        for (const id of changed) m.set(id, CHANGED);
+      } else {
+        for (const id of removed) m.set(id, REMOVED);
+        for (const id of changed) m.set(id, CHANGED);
+      }
+      if (pair.rewrite && which === "before") for (const id of pair.rewrite.matched) if (!m.has(id)) m.set(id, "#fecaca");
+      return m;
+    };
+    if (view === "diff" && pair.before && pair.after) {
+      const u = unionState(pair.before, pair.after);
+      const m = marksFor("after");
+      for (const id of removed) m.set(id, REMOVED);
+      specs.push({ caption: "diff (green added · red removed · orange changed)", state: u, opts: { ...common, prefix: "d", marks: m, dashed: removed, keep: focusFor(u) } });
+    } else {
+      const showBefore = view === "before" || view === "side" || !pair.after;
+      const showAfter = view === "after" || view === "side" || (view !== "side" && !showBefore);
+      if (showBefore && pair.before) specs.push({ caption: "before", state: pair.before, opts: { ...common, prefix: "b", marks: marksFor("before"), keep: focusFor(pair.before) } });
+      if (showAfter && pair.after) specs.push({ caption: "after", state: pair.after, opts: { ...common, prefix: "a", marks: marksFor("after"), keep: focusFor(pair.after) } });
+    }
+    for (const s of specs) s.count = s.opts.keep ? s.opts.keep.size : s.state.nodes.size;
+    void rwMarks;
+    return { specs, added, removed, changed };
+  }
+
+  function visibleCount(spec) {
+    if (!spec.opts.kernelsOn) return spec.count;
+    const ks = new Set();
+    let n = 0;
+    for (const id of spec.state.nodes.keys()) {
+      if (spec.opts.keep && !spec.opts.keep.has(id)) continue;
+      const k = nodeKernel.get(id);
+      if (k !== undefined && boxed(k)) ks.add(k);
+      else n++;
+    }
+    return n + ks.size;
+  }
+
+  async function renderGraph() {
+    if (!g) return;
+    const seq = ++renderSeq;
+    const t0 = performance.now();
+    root.dataset.state = "rendering";
+    const pi = model.get("pass_index");
+    const p = data.passes[pi];
+    const k = model.get("rewrite_index");
+    passSlider.value = String(pi);
+    passLabel.textContent = `${pi}/${data.passes.length - 1} ${p.name}${p.changed ? "" : " (no change)"}${p.error ? " — FAILED" : ""}`;
+    rwSlider.max = String(Math.max(0, p.rewrites.length));
+    rwSlider.min = p.rewrites.length ? "1" : "0";
+    rwSlider.value = String(Math.max(0, k));
+    rwSlider.disabled = !p.rewrites.length;
+    rwLabel.textContent = p.rewrites.length
+      ? k >= 1
+        ? `${k}/${p.rewrites.length}: ${p.rewrites[k - 1].rule}  (${p.rewrites[k - 1].loc})`
+        : `whole pass · ${p.rewrites.length} rewrites`
+      : p.rewrites_truncated
+        ? `${p.n_rewrites} rewrites (too many to step)`
+        : "no recorded rewrites";
+    viewSel.value = model.get("view");
+    hideChk.checked = model.get("hide_unchanged");
+    collapseChk.checked = model.get("collapse_kernels");
+    hopsIn.value = String(model.get("focus_hops"));
+    renderPassList();
+    const pair = currentPair();
+    const { specs } = drawSpecs(pair, pi);
+    const cap = model.get("node_cap");
+    const boxes = [];
+    const jobs = [];
+    for (const spec of specs) {
+      const count = visibleCount(spec);
+      const box = h("div", { class: "ci-graph-box" }, h("div", { class: "ci-caption", text: `${spec.caption} · ${count} nodes` }));
+      const key = `${pi}:${k}:${spec.opts.prefix}`;
+      if (count > cap && !renderAnyway.has(key)) {
+        const msg = h(
+          "div",
+          { class: "ci-cap" },
+          h("div", { text: `${count} nodes is more than the cap of ${cap}: laying it out may take a while.` }),
+          btn(`render anyway (${count} nodes)`, "lay out the whole graph", () => {
+            renderAnyway.add(key);
+            renderGraph();
+          }, "ci-render-anyway"),
+          kernels.length ? btn("collapse by kernel", "one box per fused kernel", () => (model.set("collapse_kernels", true), model.save_changes())) : null,
+          h("div", { class: "ci-hint", text: "or select a node (C pane or node list) and set focus hops" })
+        );
+        box.append(msg);
+        boxes.push(box);
+        continue;
+      }
+      const holder = h("div", { class: "ci-svg-holder", text: "laying out…" });
+      box.append(holder);
+      boxes.push(box);
+      const dot = toDot(spec.state, spec.opts);
+      jobs.push(engine().layout(dot).then((svg) => ({ holder, svg, spec })));
+    }
+    if (pair.after === null && pair.before === null) boxes.push(h("div", { class: "ci-cap", text: "this pass recorded no graph" }));
+    let results;
+    try {
+      results = await Promise.all(jobs);
+    } catch (err) {
+      if (seq !== renderSeq) return;
+      graphEl.replaceChildren(h("pre", { class: "ci-error", text: `layout failed: ${err.message}` }));
+      root.dataset.state = "error";
+      return;
+    }
+    if (seq !== renderSeq) return; // a newer step superseded this one
+    graphEl.replaceChildren(...boxes);
+    for (const { holder, svg, spec } of results) {
+      holder.innerHTML = svg;
+      const svgEl = holder.querySelector("svg");
+      if (svgEl) {
+        svgEl.removeAttribute("viewBox_"); // keep viewBox for scaling
+        applyZoom(svgEl);
+      }
+      holder.addEventListener("click", (e) => onGraphClick(e, spec));
+    }
+    markSelection();
+    renderDetails(pair);
+    lastRenderMs = performance.now() - t0;
+    root.dataset.state = "ready";
+    root.dataset.pass = String(pi);
+    root.dataset.rewrite = String(k);
+    root.dataset.renderMs = lastRenderMs.toFixed(1);
+    model.set("status", JSON.stringify({ pass: pi, rewrite: k, view: model.get("view"), ms: Math.round(lastRenderMs), graphs: results.length }));
+    model.save_changes();
+    prefetch();
+  }
+
+  // lay out the next step while the user looks at this one, so stepping forward is instant
+  function prefetch() {
+    if (lastRenderMs > 1500) return;
+    const pi = model.get("pass_index");
+    const p = data.passes[pi];
+    const k = model.get("rewrite_index");
+    let next = null;
+    if (k >= 1 && k < p.rewrites.length) next = [pi, k + 1];
+    else {
+      const vis = visiblePasses();
+      const n = vis.find((i) => i > pi);
+      if (n !== undefined) next = [n, -1];
+    }
+    if (!next) return;
+    setTimeout(() => {
+      if (model.get("pass_index") !== pi || model.get("rewrite_index") !== k) return;
+      const saved = [model.get("pass_index"), model.get("rewrite_index")];
+      // compute the DOT of the next step without touching the model
+      const np = data.passes[next[0]];
+      let pair;
+      if (next[1] >= 1) pair = { before: replayer.state(next[0], next[1] - 1), after: replayer.state(next[0], next[1]), rewrite: np.rewrites[next[1] - 1] };
+      else pair = { before: np.before === null ? null : stateFromGraph(data, np.before), after: np.after === null ? null : stateFromGraph(data, np.after), rewrite: null };
+      void saved;
+      const { specs } = drawSpecs(pair, next[0]);
+      for (const spec of specs) if (visibleCount(spec) <= model.get("node_cap")) engine().layout(toDot(spec.state, spec.opts));
+    }, 50);
+  }
+
+  function onGraphClick(e, spec) {
+    const gEl = e.target.closest("g.node, g.cluster");
+    if (!gEl || !gEl.id) return;
+    const id = gEl.id.slice(1);
+    if (id.startsWith("k") || id.startsWith("c")) {
+      const ki = parseInt(id.slice(1), 10);
+      const name = kernels[ki] && kernels[ki].name;
+      if (name === undefined) return;
+      if (toggled.has(name)) toggled.delete(name);
+      else toggled.add(name);
+      renderGraph();
+      return;
+    }
+    if (id.startsWith("n")) {
+      model.set("selected_node", parseInt(id.slice(1), 10));
+      model.save_changes();
+    }
+    void spec;
+  }
+
+  function markSelection() {
+    const sel = model.get("selected_node");
+    for (const el2 of graphEl.querySelectorAll("g.node.ci-selected")) el2.classList.remove("ci-selected");
+    if (sel < 0) return;
+    for (const prefix of ["a", "b", "d"]) {
+      const el2 = graphEl.querySelector(`#${prefix}n${sel}`);
+      if (el2) el2.classList.add("ci-selected");
+    }
+  }
+
+  function findNode(id) {
+    const pair = currentPair();
+    for (const s of [pair.after, pair.before]) if (s && s.nodes.has(id)) return s.nodes.get(id);
+    for (let i = data.nodes.length - 1; i >= 0; i--) if (data.nodes[i].id === id) return { rec: data.nodes[i], reads: data.nodes[i].reads };
+    return null;
+  }
+
+  function renderDetails(pair) {
+    if (!g) return;
+    detailEl.replaceChildren();
+    const p = data.passes[model.get("pass_index")];
+    detailEl.append(h("div", { class: "ci-d-title", text: p.name }), h("div", { class: "ci-d-desc", text: p.description }));
+    if (p.error) detailEl.append(h("pre", { class: "ci-error", text: p.error }));
+    const { added, removed, changed } = diffSets(pair.before, pair.after);
+    detailEl.append(h("div", { class: "ci-d-diff", text: `+${added.size} added · −${removed.size} removed · ~${changed.size} changed` }));
+    if (pair.rewrite) {
+      const rw = pair.rewrite;
+      detailEl.append(
+        h("div", { class: "ci-d-rw" }, h("b", { text: rw.rule }), h("div", { class: "ci-dim", text: rw.loc }), h("div", { text: `matched ${rw.matched.join(", ")} → ${rw.replaced[0]} := ${typeof rw.replaced[1] === "string" ? rw.replaced[1] : rw.replaced[1].lit}` }))
+      );
+    }
+    const sel = model.get("selected_node");
+    if (sel < 0) {
+      detailEl.append(h("div", { class: "ci-hint", text: "click a node for its details; click a kernel box to expand it" }));
+      return;
+    }
+    const n = findNode(sel);
+    if (!n) return;
+    const rec = n.rec;
+    const table = h("table", { class: "ci-node-table" });
+    const row = (k2, v) => table.append(h("tr", {}, h("th", { text: k2 }), h("td", {}, v)));
+    row("node", `${rec.out} (id ${rec.id})`);
+    row("op", rec.op);
+    row("reads", n.reads.map((r) => (typeof r === "string" ? r : r.lit)).join(", ") || "–");
+    for (const [k2, v] of Object.entries(rec.attrs || {})) if (k2 !== "shape" && k2 !== "dtype") row(k2, String(v));
+    row("shape", `(${rec.shape.join(", ")})`);
+    row("dtype", rec.dtype);
+    const srcText = rec.src ? data.source_lines[rec.src] : null;
+    row("source", rec.src ? h("span", {}, h("code", { text: rec.src }), srcText ? h("div", { class: "ci-src-line", text: srcText }) : null) : "–");
+    const kern = nodeKernel.get(rec.id);
+    if (kern !== undefined) row("kernel", h("a", { href: "#", class: "ci-link", text: kern, onclick: (e) => (e.preventDefault(), gotoC({ kernel: kern })) }));
+    const cl = nodeToC.get(rec.id);
+    if (cl && cl.length) row("C lines", h("a", { href: "#", class: "ci-link ci-goto-c", text: `${cl[0]}${cl.length > 1 ? `–${cl[cl.length - 1]}` : ""} (${cl.length} lines)`, onclick: (e) => (e.preventDefault(), gotoC({ node: rec.id })) }));
+    else row("C lines", "–");
+    detailEl.append(h("div", { class: "ci-d-title", text: "selected node" }), table);
+  }
+
+  // ---- C pane
+  const c = paneEls.c;
+  let cRows = [];
+  function buildC() {
+    if (!c) return;
+    const cd = data.c || {};
+    const text = cd.text || "";
+    if (!text) {
+      c.append(h("div", { class: "ci-empty", text: "no C source (the numpy backend, or compilation stopped early)" }));
+      return;
+    }
+    c.append(
+      h("div", { class: "ci-c-head", text: `backend ${cd.backend || "?"} · flags: ${cd.flags || "–"} · compile ${fmtTime(cd.compile_s)} · cc ${cd.cached ? "cached library" : fmtTime(cd.cc_s)}` })
+    );
+    const lineKernel = new Map();
+    for (const [k2, [a, b]] of Object.entries(cd.kernel_lines || {})) for (let i = a; i <= b; i++) lineKernel.set(i, k2);
+    const html = cd.lines_html || text.split("\n").map((l) => l.replace(/&/g, "&amp;").replace(/</g, "&lt;"));
+    const tbl = h("div", { class: "ci-c-lines" });
+    cRows = [];
+    html.forEach((lh, i) => {
+      const ln = i + 1;
+      const kern = lineKernel.get(ln);
+      const ki = kern !== undefined ? kernelIndex.get(kern) : undefined;
+      const bg = ki !== undefined ? KERNEL_COLORS[ki % KERNEL_COLORS.length] : "";
+      const code = h("span", { class: "ci-c-code" });
+      code.innerHTML = lh || " ";
+      const r = h("div", { class: "ci-c-row", "data-line": String(ln), style: bg ? `background:${bg}` : "", title: kern ? `kernel ${kern}` : "" }, h("span", { class: "ci-c-ln", text: String(ln) }), code);
+      r.addEventListener("click", () => onCLine(ln));
+      tbl.append(r);
+      cRows.push(r);
+    });
+    c.append(tbl);
+    c.append(h("div", { class: "ci-c-info" }));
+  }
+
+  function onCLine(ln) {
+    const ids = cLines[ln - 1] || [];
+    for (const r of cRows) r.classList.remove("ci-c-hit");
+    cRows[ln - 1].classList.add("ci-c-hit");
+    const info = c.querySelector(".ci-c-info");
+    info.replaceChildren(h("span", { text: `line ${ln} came from ${ids.length ? "nodes " : "no node"}` }));
+    for (const id of ids) {
+      info.append(h("a", { href: "#", class: "ci-link ci-goto-graph", text: ` n${id}`, onclick: (e) => (e.preventDefault(), gotoNode(id)) }));
+    }
+  }
+
+  function gotoC({ node, kernel }) {
+    if (!c) return;
+    let lines = [];
+    if (node !== undefined) lines = nodeToC.get(node) || [];
+    if (kernel !== undefined) {
+      const r = (data.c.kernel_lines || {})[kernel];
+      if (r) for (let i = r[0]; i <= r[1]; i++) lines.push(i);
+    }
+    showTab("c");
+    for (const r of cRows) r.classList.remove("ci-c-hit");
+    for (const ln of lines) if (cRows[ln - 1]) cRows[ln - 1].classList.add("ci-c-hit");
+    if (lines.length && cRows[lines[0] - 1]) cRows[lines[0] - 1].scrollIntoView({ block: "center" });
+    const info = c.querySelector(".ci-c-info");
+    if (info) {
+      info.replaceChildren(h("span", { text: node !== undefined ? `lines of node n${node}: ${lines.length} ` : `kernel ${kernel} ` }));
+      if (node !== undefined) info.append(h("a", { href: "#", class: "ci-link ci-goto-graph", text: "back to the graph", onclick: (e) => (e.preventDefault(), gotoNode(node)) }));
+    }
+  }
+
+  function gotoNode(id) {
+    showTab("graph");
+    model.set("selected_node", id);
+    model.save_changes();
+    setTimeout(() => {
+      const el2 = graphEl.querySelector(`#an${id}, #bn${id}, #dn${id}`);
+      if (el2 && el2.scrollIntoView) el2.scrollIntoView({ block: "center", inline: "center" });
+    }, 0);
+  }
+
+  // ---- profile pane
+  function buildProfile() {
+    const pp = paneEls.profile;
+    if (!pp) return;
+    const prof = data.profile || {};
+    if (prof.png) pp.append(h("img", { class: "ci-profile-img", src: `data:image/png;base64,${prof.png}` }));
+    const rows = prof.rows && prof.rows.length ? prof.rows : data.passes.map((p) => ({ pass: p.name, time_s: p.wall_s, mem_bytes: p.mem_bytes, nodes_before: p.nodes_before, nodes_after: p.nodes_after, rewrites: p.n_rewrites }));
+    const total = rows.reduce((a, r) => a + (r.time_s || 0), 0) || 1;
+    const tbl = h("table", { class: "ci-profile-table" });
+    tbl.append(h("tr", {}, ...["pass", "time", "share", "memory", "nodes before", "nodes after", "rewrites"].map((t) => h("th", { text: t }))));
+    rows.forEach((r, i) => {
+      const share = r.share !== undefined ? r.share : (r.time_s || 0) / total;
+      tbl.append(
+        h(
+          "tr",
+          { class: "ci-prow", onclick: () => (showTab("graph"), setPass(i)) },
+          h("td", { text: r.pass }),
+          h("td", { text: fmtTime(r.time_s) }),
+          h("td", {}, h("span", { class: "ci-bar", style: `width:${Math.round(share * 60)}px` }), ` ${(share * 100).toFixed(1)}%`),
+          h("td", { text: fmtBytes(r.mem_bytes) }),
+          h("td", { text: String(r.nodes_before) }),
+          h("td", { text: String(r.nodes_after) }),
+          h("td", { text: String(r.rewrites) })
+        )
+      );
+    });
+    pp.append(h("div", { class: "ci-dim", text: `total ${fmtTime(prof.total_s || total)}` }), tbl);
+  }
+
+  // ---- result pane
+  function buildResult() {
+    const rp = paneEls.result;
+    if (!rp) return;
+    const res = data.result;
+    if (!res) {
+      rp.append(h("div", { class: "ci-empty", text: "not run (--no-run)" }));
+      return;
+    }
+    rp.append(h("div", { class: "ci-dim", text: `run time ${fmtTime(res.run_s)}${res.note ? " · " + res.note : ""}` }));
+    const tbl = h("table", { class: "ci-result-table" });
+    tbl.append(h("tr", {}, ...["output", "shape", "dtype", "min", "max", "mean", "first values"].map((t) => h("th", { text: t }))));
+    for (const o of res.outputs || []) {
+      tbl.append(h("tr", {}, ...[o.name, o.shape, o.dtype, o.min, o.max, o.mean, o.head].map((t) => h("td", { text: t === undefined ? "" : String(t) }))));
+    }
+    rp.append(tbl);
+    if (res.mismatch) rp.append(h("pre", { class: "ci-error", text: res.mismatch }));
+  }
+
+  // ---- events
+  passSlider.addEventListener("input", () => setPass(parseInt(passSlider.value, 10)));
+  rwSlider.addEventListener("input", () => setRewrite(parseInt(rwSlider.value, 10)));
+  viewSel.addEventListener("change", () => (model.set("view", viewSel.value), model.save_changes()));
+  hideChk.addEventListener("change", () => (model.set("hide_unchanged", hideChk.checked), model.save_changes()));
+  collapseChk.addEventListener("change", () => (model.set("collapse_kernels", collapseChk.checked), model.save_changes()));
+  hopsIn.addEventListener("change", () => (model.set("focus_hops", parseInt(hopsIn.value, 10) || 0), model.save_changes()));
+  // keys typed inside the widget are ours: keep JupyterLab's notebook shortcuts (Enter, arrows, ...) out of it
+  root.dataset.lmSuppressShortcuts = "true";
+  root.addEventListener("keydown", (e) => {
+    e.stopPropagation();
+    if (e.target && (e.target.tagName === "INPUT" || e.target.tagName === "SELECT") && e.target.type !== "range") return;
+    const keys = {
+      ArrowRight: () => stepPass(1),
+      ArrowLeft: () => stepPass(-1),
+      ArrowDown: () => stepRewrite(1),
+      ArrowUp: () => stepRewrite(-1),
+      Home: () => stepPass("first"),
+      End: () => stepPass("last"),
+      " ": () => togglePlay(),
+      Escape: () => (model.set("selected_node", -1), model.set("rewrite_index", -1), model.save_changes()),
+      d: () => (model.set("view", model.get("view") === "diff" ? "after" : "diff"), model.save_changes()),
+      s: () => (model.set("view", model.get("view") === "side" ? "after" : "side"), model.save_changes()),
+      k: () => (model.set("collapse_kernels", !model.get("collapse_kernels")), model.save_changes()),
+    };
+    const fn = keys[e.key];
+    if (fn) {
+      e.preventDefault();
+      fn();
+    }
+  });
+  const rerender = () => renderGraph();
+  for (const t of ["pass_index", "rewrite_index", "view", "hide_unchanged", "collapse_kernels", "focus_hops", "node_cap"]) model.on(`change:${t}`, rerender);
+  const onSelect = () => {
+    if (model.get("focus_hops") > 0) renderGraph();
+    else {
+      markSelection();
+      renderDetails(currentPair());
+    }
+  };
+  model.on("change:selected_node", onSelect);
+
+  buildProfile();
+  buildC();
+  buildResult();
+  showTab(Object.keys(paneEls)[0] || "graph");
+  renderGraph();
+
+  return () => {
+    stopPlay();
+    for (const t of ["pass_index", "rewrite_index", "view", "hide_unchanged", "collapse_kernels", "focus_hops", "node_cap"]) model.off(`change:${t}`, rerender);
+    model.off("change:selected_node", onSelect);
+  };
+}
+
+export default { render };

@@ -1,0 +1,223 @@
+"""Runtime behaviour: safety levels, the disk cache under concurrency, compiler failures, config,
+tracing artifacts, and the numpy backend behind the same call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from air_patterns import inp, rand_inputs, softmax
+
+from caten_lab.air import Graph, Sym
+from caten_lab.codegen.passes import RenderC
+from caten_lab.compiler import compile, default_pipeline, run
+from caten_lab.config import config, settings
+from caten_lab.errors import CatenError, CompileError, RuntimeCheckError, ShapeError, SymbolError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def oob_graph() -> Graph:
+    """Reads x[pos : pos + 4] of an 8-element buffer: out of bounds once pos > 4."""
+    g = Graph()
+    x = inp(g, "x", (8,))
+    v = g.insert("view", [x], shape=(4,), strides=(1,), offset=Sym("pos"))
+    g.mark_output(g.insert("mul", [v, 2.0]))
+    return g
+
+
+def test_out_of_bounds_at_safety_2_raises_and_process_survives() -> None:
+    prog = compile(oob_graph(), safety=2)
+    x = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(prog({"x": x}, {"pos": 4})[0], 2 * x[4:8])
+    with pytest.raises(RuntimeCheckError) as ei:
+        prog({"x": x}, {"pos": 6})
+    msg = str(ei.value)
+    assert "out-of-bounds" in msg and "kernel k0" in msg and "AIR node" in msg and "view" in msg
+    # the process and the program are still fine
+    np.testing.assert_array_equal(prog({"x": x}, {"pos": 1})[0], 2 * x[1:5])
+
+
+def test_safety_levels_change_the_generated_code() -> None:
+    src0 = compile(oob_graph(), safety=0).c_source
+    src2 = compile(oob_graph(), safety=2).c_source
+    assert "CK(" not in src0.split("PRELUDE_END")[-1].split("/* k0")[-1]
+    assert "CK(" in src2.split("/* k0")[-1]
+
+
+def test_out_of_bounds_in_a_subprocess_does_not_crash() -> None:
+    """Even a wild offset (far outside the buffer) only raises at safety 2."""
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        from caten_lab.air import Graph, Sym
+        from caten_lab.compiler import compile
+        from caten_lab.errors import RuntimeCheckError
+        g = Graph()
+        x = g.insert("allocate", [], shape=(8,), dtype="float32", name="x")
+        v = g.insert("view", [x], shape=(4,), strides=(1,), offset=Sym("pos"))
+        g.mark_output(g.insert("mul", [v, 2.0]))
+        p = compile(g, safety=2)
+        try:
+            p({"x": np.zeros(8, np.float32)}, {"pos": 10**12})
+        except RuntimeCheckError:
+            print("caught")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "caught" in r.stdout
+
+
+def test_two_processes_compile_the_same_program_at_once(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import sys, numpy as np
+        from caten_lab.air import Graph
+        from caten_lab.compiler import compile
+        g = Graph()
+        x = g.insert("allocate", [], shape=(64, 64), dtype="float32", name="x")
+        r = g.insert("reduce", [g.insert("exp2", [x])], op="add", axes=(1,))
+        g.mark_output(g.insert("sqrt", [r]))
+        p = compile(g)
+        xs = np.ones((64, 64), np.float32)
+        out = p({"x": xs})[0]
+        assert np.allclose(out, np.sqrt(64 * 2.0)), out
+        print("ok", p.cached, p.library_path)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CATEN_CACHE_DIR": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=REPO, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert out.startswith("ok")
+    libs = sorted(tmp_path.glob("caten_*.so"))
+    assert len(libs) == 1
+    assert not list(tmp_path.glob(".tmp_*"))  # no half-written files left behind
+    # a third process loads the cached library
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert r.returncode == 0 and "ok True" in r.stdout, r.stderr
+
+
+def test_missing_compiler_is_a_compile_error_and_numpy_still_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    g = Graph()
+    g.mark_output(softmax(g, inp(g, "x", (2, 3))))
+    with pytest.raises(CompileError) as ei:
+        compile(g, backend="c")
+    assert "/nonexistent/cc" in str(ei.value) and "numpy" in str(ei.value)
+    xs = rand_inputs(g)
+    out = compile(g, backend="numpy")(xs)[0]
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+    with settings(backend="numpy"):
+        assert run(g, xs)[0].shape == (2, 3)
+
+
+class _BreakC:
+    """A pass that corrupts the generated C, to see how a C compiler failure is reported."""
+
+    name = "break_c"
+    description = "insert a syntax error into the C source"
+
+    def run(self, graph, ctx):  # noqa: ANN001, ANN201
+        src = ctx.artifacts["c_source"].split("\n")
+        i = next(k for k, line in enumerate(src) if line.startswith("static void kern"))
+        src.insert(i + 1, "  this is not C;")
+        ctx.artifacts["c_source"] = "\n".join(src)
+        return graph
+
+
+def test_c_compiler_error_shows_the_c_lines() -> None:
+    g = Graph()
+    g.mark_output(softmax(g, inp(g, "x", (2, 3))))
+    pm = default_pipeline()
+    pm.insert("render", _BreakC())
+    with pytest.raises(CompileError) as ei:
+        compile(g, pipeline=pm)
+    msg = str(ei.value)
+    assert "the C compiler failed" in msg and "offending generated C lines" in msg
+    assert "this is not C;" in msg
+
+
+def test_trace_records_every_pass_and_the_artifacts() -> None:
+    g = Graph()
+    g.mark_output(softmax(g, inp(g, "x", (4, 5))))
+    prog = compile(g, trace=True)
+    names = [r.name for r in prog.trace.records]
+    for want in ("schedule", "lower", "loop_opts", "memory_plan", "render"):
+        assert want in names
+    lines = prog.c_source.split("\n")
+    assert len(prog.source_map) == len(lines) - 1  # trailing newline
+    first, last = prog.kernel_lines[prog.schedule.kernels[0].name]
+    assert lines[first].startswith("static void kern")
+    body_ids = set().union(*(set(prog.source_map[i - 1]) for i in range(first, last + 1)))
+    assert body_ids >= set(prog.schedule.kernels[0].node_ids)
+    rec = prog.trace.records[names.index("memory_plan")]
+    assert "memory_plan" in rec.artifacts
+    assert isinstance(RenderC().description, str)
+
+
+def test_numpy_backend_writes_state_in_place_too() -> None:
+    g = Graph()
+    c = inp(g, "c", (4,))
+    g.mark_output(g.insert("store", [c, g.insert("mul", [inp(g, "x", (2,)), 3.0])], shape=(2,), strides=(1,), offset=1))
+    for backend in ("numpy", "c"):
+        arr = np.zeros(4, np.float32)
+        out = compile(g, backend=backend)({"c": arr, "x": np.array([1, 2], np.float32)})[0]
+        assert out is arr
+        np.testing.assert_array_equal(arr, [0, 3, 6, 0])
+
+
+def test_run_caches_compiled_programs() -> None:
+    import caten_lab.compiler as cmod
+
+    g = Graph()
+    g.mark_output(softmax(g, inp(g, "x", (3, 3))))
+    xs = rand_inputs(g)
+    run(g, xs)
+    n = len(cmod._CACHE)
+    g2 = Graph()
+    g2.mark_output(softmax(g2, inp(g2, "x", (3, 3))))  # same structure, new value ids
+    run(g2, xs)
+    assert len(cmod._CACHE) == n
+
+
+def test_config_from_env_and_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CATEN_SAFETY", "2")
+    monkeypatch.setenv("CATEN_THREADS", "1")
+    monkeypatch.setenv("CATEN_BACKEND", "numpy")
+    cfg = config()
+    assert (cfg.safety, cfg.threads, cfg.backend) == (2, 1, "numpy")
+    with settings(safety=0, backend="c") as inner:
+        assert config().safety == 0 and inner.backend == "c"
+        with settings(debug=3):
+            assert config().safety == 0 and config().debug == 3
+    assert config().safety == 2
+    monkeypatch.setenv("CATEN_SAFETY", "lots")
+    with pytest.raises(CatenError, match="CATEN_SAFETY"):
+        config()
+
+
+def test_input_errors_are_clear() -> None:
+    g = Graph()
+    n = Sym("n")
+    g.mark_output(softmax(g, inp(g, "x", (n, 4))))
+    prog = compile(g)
+    with pytest.raises(CatenError, match="'x' is not bound"):
+        prog({})
+    with pytest.raises(ShapeError, match="expected shape"):
+        prog({"x": np.zeros((3, 5), np.float32)})
+    with pytest.raises(SymbolError, match="non-negative"):
+        prog({"x": np.zeros((3, 4), np.float32)}, {"n": -1})
+    g2 = Graph()
+    g2.mark_output(g2.insert("view", [inp(g2, "y", (8,))], shape=(Sym("k"),), strides=(1,)))
+    with pytest.raises(SymbolError, match="'k'"):
+        compile(g2)({"y": np.zeros(8, np.float32)})

@@ -1,0 +1,214 @@
+"""Real-browser test: JupyterLab + Debian's chromium driven by Playwright (never `playwright install`).
+
+Opens a notebook that runs ``%%caten`` on a small transformer-style block and the GPT-2 runner over
+a fake generator; steps through every pass and every rewrite of one pass, checks the drawn graph
+changes, opens a node's C lines, streams tokens, asserts no JavaScript errors, prints the per-step
+time and saves a screenshot to assets/inspector.png. Skips only when chromium cannot be installed.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.notebook.lab_server import CHROMIUM_ARGS, REPO, find_chromium, jupyter_lab
+
+pytestmark = pytest.mark.slow
+
+CELL_MODEL = '''%%caten --check
+# a one-layer GPT-2 (random weights), with a redundant epilogue so simplify has rewrites to step through
+import numpy as np
+from caten_lab.frontend import Tensor
+from caten_lab.nn.gpt2 import GPT2, GPT2Config
+model = GPT2(GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=1, n_head=2))
+tokens = Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name="tokens")
+logits = model(tokens, 0)
+(logits * 1.0 + 0.0) / 1.0
+'''
+
+CELL_RUNNER = '''import time
+from caten_lab.notebook import GPT2Runner
+WORDS = ["The", " compiler", " turns", " graphs", " into", " loops", " and", " C", "."]
+def fake_generate(prompt, *, max_new_tokens, temperature, top_k, top_p, seed):
+    for i in range(max_new_tokens):
+        time.sleep(0.02)
+        w = WORDS[i % len(WORDS)]
+        yield i, w, [(w, 0.6), (" the", 0.3), (" a", 0.1)]
+runner = GPT2Runner(fake_generate, prompt="Once upon a time", max_new_tokens=12, show_probs=True)
+runner
+'''
+
+
+def _notebook(path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext caten_lab"), nbformat.v4.new_code_cell(CELL_MODEL),
+                nbformat.v4.new_code_cell(CELL_RUNNER)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def _graph_signature(page) -> str:
+    return page.evaluate("""() => {
+        const g = document.querySelector('.caten-inspector .ci-graph');
+        if (!g) return '';
+        const ids = [...g.querySelectorAll('g.node')].map(n => n.id + ':' + (n.querySelector('polygon,path')||{}).getAttribute?.('fill'));
+        return ids.join(',') + '|' + g.querySelectorAll('g.edge').length;
+    }""")
+
+
+def _render_ms(page) -> float:
+    return float(page.evaluate("() => document.querySelector('.caten-inspector').dataset.renderMs"))
+
+
+def _wait_ready(page, pass_index=None, rewrite=None, timeout=60_000):
+    cond = "el && el.dataset.state === 'ready'"
+    if pass_index is not None:
+        cond += f" && el.dataset.pass === '{pass_index}'"
+    if rewrite is not None:
+        cond += f" && el.dataset.rewrite === '{rewrite}'"
+    page.wait_for_function(f"() => {{ const el = document.querySelector('.caten-inspector'); return {cond}; }}",
+                           timeout=timeout)
+
+
+def test_inspector_in_jupyterlab(tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    chromium, reason = find_chromium(install=True)
+    if chromium is None:
+        pytest.skip(reason)
+    _notebook(tmp_path / "caten_test.ipynb")
+    errors: list[str] = []
+    step_ms: list[float] = []  # click -> drawn, seen from Playwright (includes its polling)
+    render_ms: list[float] = []  # measured inside the page: step -> SVG in the DOM
+    with jupyter_lab(tmp_path) as base, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+        page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" and
+                "caten" in (m.text + str(m.location)).lower() else None)
+        page.goto(f"{base}/lab/tree/caten_test.ipynb?token=catentest")
+        page.wait_for_selector(".jp-Notebook", timeout=90_000)
+        page.wait_for_selector("text=/\\| Idle/", timeout=90_000)
+        page.click("text=Run", timeout=10_000)
+        page.click("text=Run All Cells", timeout=10_000)
+        page.wait_for_selector(".caten-inspector", timeout=120_000)
+        _wait_ready(page, timeout=120_000)
+        insp = page.locator(".caten-inspector")
+        assets = REPO / "assets"
+        assets.mkdir(exist_ok=True)
+        n_passes = int(page.evaluate("() => document.querySelector('.ci-pass-slider').max")) + 1
+        assert n_passes >= 3
+
+        # step through every pass from the first
+        insp.locator(".ci-first").click()
+        _wait_ready(page, pass_index=0)
+        signatures = {_graph_signature(page)}
+        for i in range(1, n_passes):
+            t0 = time.perf_counter()
+            insp.locator(".ci-next").click()
+            _wait_ready(page, pass_index=i)
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+            render_ms.append(_render_ms(page))
+            signatures.add(_graph_signature(page))
+        assert len(signatures) >= 3, "the drawn graph should change while stepping through passes"
+
+        # every rewrite of the first pass that has rewrites, in diff view
+        counts = page.evaluate("() => [...document.querySelectorAll('.ci-pass')].map(e => e.querySelector('.ci-pass-meta').textContent)")
+        with_rw = next(i for i, t in enumerate(counts) if " rw" in t)
+        page.locator(f".ci-pass[data-index='{with_rw}']").click()
+        _wait_ready(page, pass_index=with_rw)
+        page.select_option(".ci-view", "diff")
+        _wait_ready(page, pass_index=with_rw)
+        n_rw = int(page.evaluate("() => document.querySelector('.ci-rw-slider').max"))
+        assert n_rw >= 1
+        rw_sigs = set()
+        for k in range(1, min(n_rw, 40) + 1):
+            t0 = time.perf_counter()
+            insp.locator(".ci-rw-next").click()
+            _wait_ready(page, pass_index=with_rw, rewrite=k)
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+            render_ms.append(_render_ms(page))
+            rw_sigs.add(_graph_signature(page))
+        assert len(rw_sigs) >= min(n_rw, 2)
+
+        # keyboard: the right arrow moves to the next pass
+        page.locator(".caten-inspector").focus()
+        page.keyboard.press("ArrowRight")
+        _wait_ready(page, pass_index=with_rw + 1)
+        page.keyboard.press("ArrowLeft")
+        _wait_ready(page, pass_index=with_rw)
+
+        # the scheduled graph: fused kernels drawn as frames; collapsed into boxes; a box expands on click
+        names = page.evaluate("() => [...document.querySelectorAll('.ci-pass-name')].map(e => e.textContent)")
+        sched = next(i for i, t in enumerate(names) if t.endswith(". schedule"))
+        page.locator(f".ci-pass[data-index='{sched}']").click()
+        _wait_ready(page, pass_index=sched)
+        page.select_option(".ci-view", "after")
+        _wait_ready(page, pass_index=sched)
+        assert page.locator(".ci-graph g.cluster").count() >= 2
+        page.locator(".ci-collapse").check()
+        page.wait_for_function("() => document.querySelectorAll('.ci-graph g.node[id^=ak]').length >= 2", timeout=30_000)
+        n_boxes = page.locator(".ci-graph g.node[id^=ak]").count()
+        page.locator(".ci-graph g.node[id^=ak]").first.click()
+        page.wait_for_function(f"() => document.querySelectorAll('.ci-graph g.node[id^=ak]').length == {n_boxes - 1}",
+                               timeout=30_000)
+        page.locator(".caten-inspector").screenshot(path=str(assets / "inspector_kernels.png"))
+
+        # click nodes until one has C lines: details (op/shape/dtype/source), then its C lines and back
+        page.locator(".ci-collapse").uncheck()
+        _wait_ready(page, pass_index=sched)
+        nodes = page.locator(".ci-graph g.node[id^=an]")
+        for j in range(min(nodes.count(), 40)):
+            nodes.nth(j).click()
+            page.wait_for_selector(".ci-node-table", timeout=10_000)
+            if page.locator(".ci-goto-c").count():
+                break
+        details = page.locator(".ci-details").inner_text()
+        assert "op" in details and "shape" in details and "dtype" in details and "source" in details
+        page.locator(".ci-goto-c").first.click()
+        page.wait_for_selector(".ci-c-row.ci-c-hit", timeout=10_000)
+        page.locator(".caten-inspector").screenshot(path=str(assets / "inspector_c.png"))
+        page.locator(".ci-goto-graph").first.click()
+        page.wait_for_selector(".ci-graph g.node.ci-selected", timeout=10_000)
+        page.locator(".ci-tab[data-pane='profile']").click()
+        page.wait_for_selector(".ci-profile-table", timeout=10_000)
+        page.locator(".caten-inspector").screenshot(path=str(assets / "inspector_profile.png"))
+        page.locator(".ci-tab[data-pane='graph']").click()
+
+        # the main screenshot: one rewrite of simplify, diff view, focused on what it touched
+        page.locator(f".ci-pass[data-index='{with_rw}']").click()
+        _wait_ready(page, pass_index=with_rw)
+        page.keyboard.press("Escape")
+        insp.locator(".ci-rw-next").click()
+        _wait_ready(page, pass_index=with_rw, rewrite=1)
+        page.select_option(".ci-view", "side")
+        page.fill(".ci-hops", "3")
+        page.press(".ci-hops", "Enter")
+        _wait_ready(page, pass_index=with_rw, rewrite=1)
+        page.wait_for_timeout(300)
+        page.locator(".caten-inspector").screenshot(path=str(assets / "inspector.png"))
+
+        # the GPT-2 runner streams tokens from the fake generator
+        page.locator(".caten-runner .cr-generate").click()
+        try:
+            page.wait_for_function("() => document.querySelectorAll('.caten-runner .cr-tok').length >= 12", timeout=60_000)
+        except Exception:
+            page.screenshot(path="/tmp/h8_fail.png", full_page=True)
+            print(page.locator(".caten-runner").inner_text())
+            print(errors)
+            raise
+        page.wait_for_function("() => document.querySelector('.caten-runner').dataset.running === '0'", timeout=30_000)
+        stats = page.locator(".caten-runner .cr-stats").inner_text()
+        assert "12 tokens" in stats
+
+        page.locator(".caten-runner").screenshot(path=str(assets / "gpt2_runner.png"))
+        browser.close()
+    print(f"\nper-step time over {len(step_ms)} steps ({n_passes} passes + {min(n_rw, 40)} rewrites), one-layer GPT-2: "
+          f"in-page median {statistics.median(render_ms):.0f} ms / max {max(render_ms):.0f} ms; "
+          f"click-to-drawn via Playwright median {statistics.median(step_ms):.0f} ms / max {max(step_ms):.0f} ms")
+    assert not errors, errors
+    assert os.path.getsize(REPO / "assets" / "inspector.png") > 10_000

@@ -1,0 +1,178 @@
+"""%%caten in a real IPython InteractiveShell: options, cache, results and short error messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from caten_lab.errors import CompileError
+from caten_lab.notebook import compile_bridge
+from caten_lab.notebook.magic import CatenCellError
+
+MODEL = """
+import numpy as np
+from caten_lab.frontend import Tensor
+a = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
+w = np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2)
+x = Tensor.from_numpy(a, name="x")
+y = ((x @ Tensor.from_numpy(w, name="w")) * 1.0 + 0.0).relu()
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "caten_lab")
+    return shell
+
+
+def run(ip, line, cell):
+    return ip.run_cell(f"%%caten {line}\n{cell}".replace("%%caten \n", "%%caten\n"))
+
+
+def expected():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
+    w = np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2)
+    return np.maximum(a @ w, 0)
+
+
+def test_compiles_the_last_expression_runs_it_and_shows_the_inspector(ip):
+    r = run(ip, "--check --force", MODEL + "y")
+    assert r.error_in_exec is None, r.error_in_exec
+    res = ip.user_ns["_caten"]
+    np.testing.assert_allclose(res.outputs[0], expected(), rtol=1e-5, atol=1e-6)
+    assert res.trace is not None and len(res.trace.records) >= 3
+    assert res.inspector is not None and res.inspector.panes == ["graph", "profile", "c", "result"]
+    assert res.run_s is not None and res.run_s >= 0
+    import json
+
+    data = json.loads(res.inspector.data_json)
+    assert data["result"]["outputs"][0]["shape"] == "(3, 2)"
+    assert "matches the NumPy interpreter" in data["result"]["note"]
+    # the user's source lines reach the inspector (node.source -> the cell's text)
+    assert any("Tensor.from_numpy" in t for t in data["source_lines"].values())
+
+
+def test_out_names_the_value_to_compile_and_panes_select_what_is_shown(ip):
+    r = run(ip, "-o y --panes graph,c --no-run", MODEL + "z = 1")
+    assert r.error_in_exec is None, r.error_in_exec
+    res = ip.user_ns["_caten"]
+    assert res.outputs is None and res.inspector.panes == ["graph", "c"]
+    r = run(ip, "--out result_tensor --no-run", MODEL + "y * 2")
+    assert r.error_in_exec is None and type(ip.user_ns["result_tensor"]).__name__ == "Tensor"
+
+
+def test_cache_is_keyed_by_cell_and_options_and_force_bypasses_it(ip):
+    cell = MODEL + "y + 3.0"
+    assert run(ip, "--no-run", cell).error_in_exec is None
+    first = ip.user_ns["_caten"]
+    assert run(ip, "--no-run", cell).error_in_exec is None
+    again = ip.user_ns["_caten"]
+    assert again.cached and again.program is first.program
+    assert run(ip, "--no-run --force", cell).error_in_exec is None
+    assert not ip.user_ns["_caten"].cached
+    assert run(ip, "--no-run --panes graph", cell).error_in_exec is None  # other options: other key
+    assert not ip.user_ns["_caten"].cached
+
+
+def test_pass_selection(ip):
+    names = compile_bridge.default_pipeline().names()
+    keep = names[:2]
+    r = run(ip, f"--no-run --passes {','.join(keep)}", MODEL + "y")
+    assert r.error_in_exec is None, r.error_in_exec
+    assert [rec.name for rec in ip.user_ns["_caten"].trace.records][: len(keep)] == keep
+    r = run(ip, f"--no-run --skip {names[0]}", MODEL + "y")
+    assert r.error_in_exec is None
+    assert names[0] not in [rec.name for rec in ip.user_ns["_caten"].trace.records]
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("--bogus", "unrecognized arguments"),
+    ("--backend cuda", "invalid choice"),
+    ("--panes graph,asm", "--panes: unknown pane"),
+    ("--symbols seq", "--symbols: expected NAME=INT"),
+    ("--passes no_such_pass", "--passes: unknown pass"),
+    ("--pipeline missing_var", "no such variable"),
+])
+def test_bad_options_are_one_line_usage_errors(ip, capsys, line, fragment):
+    r = run(ip, line, MODEL + "y")
+    assert isinstance(r.error_in_exec, UsageError)
+    assert fragment in str(r.error_in_exec)
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+
+
+def test_user_error_is_short_and_points_at_the_cell_line(ip, capsys):
+    cell = MODEL + "bad = x + Tensor.from_numpy(np.ones((5, 4), np.float32))\nbad"
+    r = run(ip, "", cell)
+    err = r.error_in_exec
+    assert isinstance(err, CatenCellError)
+    text = "\n".join(err._render_traceback_())
+    # the %%caten line is line 1, the cell body starts with an empty line: the failing line is 9
+    assert "cell line 9" in text and "bad = x + Tensor.from_numpy" in text and "(3, 4)" in text
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "cell line 9" in out
+    assert ip.user_ns["_caten_error"] is err
+
+
+def test_debug_shows_the_real_exception(ip):
+    cell = MODEL + "bad = x + Tensor.from_numpy(np.ones((5, 4), np.float32))\nbad"
+    r = run(ip, "--debug", cell)
+    assert type(r.error_in_exec).__name__ == "ShapeError"
+
+
+def test_plain_python_errors_and_bad_results(ip):
+    r = run(ip, "", "1/0")
+    assert isinstance(r.error_in_exec, CatenCellError)
+    assert "ZeroDivisionError" in r.error_in_exec.lines[0] and "cell line 2" in r.error_in_exec.lines[0]
+    r = run(ip, "", "x = 1")
+    assert "nothing to compile" in str(r.error_in_exec)
+    r = run(ip, "", "'text'")
+    assert "cannot compile" in str(r.error_in_exec)
+    r = run(ip, "", "def f(:\n  pass")
+    assert "syntax error" in str(r.error_in_exec)
+
+
+def test_failing_pass_is_named_and_the_partial_trace_kept(ip):
+    from caten_lab.passes import FunctionPass
+
+    def boom(graph, ctx):
+        raise ValueError("this pass is broken")
+
+    pm = compile_bridge.default_pipeline()
+    pm.insert(0, FunctionPass("broken_pass", "raises", boom))
+    ip.user_ns["pm_broken"] = pm
+    r = run(ip, "--pipeline pm_broken", MODEL + "y")
+    err = r.error_in_exec
+    assert isinstance(err, CatenCellError)
+    assert "broken_pass" in err.lines[0] and "this pass is broken" in "\n".join(err.lines)
+    assert err.trace is not None and err.trace.records[-1].name == "broken_pass"
+
+
+def test_c_compiler_errors_show_the_c_lines(ip, monkeypatch):
+    c_source = "int f(void) {\n  int x = 1;\n  return y;\n}\n"
+
+    def failing_compile(graph, **kw):
+        err = CompileError("cc failed:\nkernel.c:3:10: error: 'y' undeclared (first use in this function)")
+        err.c_source = c_source
+        err.pass_name = "cc"
+        raise err
+
+    monkeypatch.setattr(compile_bridge, "compile_traced", failing_compile)
+    r = run(ip, "--force", MODEL + "y")
+    text = "\n".join(r.error_in_exec.lines)
+    assert "pass 'cc'" in text and ">     3 |   return y;" in text and "2 |   int x = 1;" in text
+
+
+def test_static_report_and_bare_graph_with_inputs(ip):
+    from caten_lab.air import Graph
+
+    g = Graph()
+    a = g.insert("allocate", [], shape=(2, 2), dtype="float32", name="a")
+    g.mark_output(g.insert("add", [g.insert("mul", [a, 1.0]), 0.0]))
+    ip.user_ns.update(g_test=g, feed={"a": np.ones((2, 2), np.float32)})
+    r = run(ip, "--static --inputs feed", "g_test")
+    assert r.error_in_exec is None, r.error_in_exec
+    np.testing.assert_array_equal(ip.user_ns["_caten"].outputs[0], np.ones((2, 2), np.float32))

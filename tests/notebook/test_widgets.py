@@ -1,0 +1,162 @@
+"""Widget state without a browser: a recording comm stands in for the front-end (as ipywidgets' own tests do)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import comm
+import pytest
+import traitlets
+
+from caten_lab.errors import CompileError
+from caten_lab.notebook.inspector import Inspector
+from caten_lab.notebook.runner import GPT2Runner
+from caten_lab.passes import FunctionPass
+from tests.notebook.conftest import pipeline, small_graph
+
+
+class RecordingComm:
+    """Accepts what a widget sends and keeps it, like ipywidgets' DummyComm."""
+
+    comm_id = "test-comm"
+    kernel = "Truthy"
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.messages: list[dict] = []
+        self._msg_callback = None
+
+    def open(self, *args, **kwargs) -> None:
+        pass
+
+    def on_msg(self, callback) -> None:
+        self._msg_callback = callback
+
+    def send(self, data=None, metadata=None, buffers=None) -> None:
+        self.messages.append(data)
+
+    def close(self, *args, **kwargs) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def recording_comm(monkeypatch):
+    monkeypatch.setattr(comm, "create_comm", lambda *a, **k: RecordingComm())
+
+
+def _from_front_end(widget, **state) -> None:
+    """What the kernel receives when the browser calls model.set(...); model.save_changes()."""
+    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
+
+
+def _custom_from_front_end(widget, content) -> None:
+    widget._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+
+def test_inspector_state_and_payload(program):
+    insp = Inspector(program, title="t")
+    data = json.loads(insp.data_json)
+    assert data["title"] == "t" and len(data["passes"]) == 3
+    assert insp.pass_index == 0  # const_fold is the first pass that changed something
+    assert data["profile"]["png"] and data["c"]["lines_html"][0].startswith("<span")
+    assert insp.panes == ["graph", "profile", "c", "result"]
+    insp.goto("simplify", rewrite=1)
+    assert (insp.pass_index, insp.rewrite_index) == (1, 1)
+    insp.next_pass()
+    assert insp.pass_index == 2 and insp.rewrite_index == -1
+    insp.hide_unchanged = True
+    insp.goto(0).next_pass()
+    assert insp.pass_index == 1
+    insp.next_pass()  # fold_views changed nothing: stays
+    assert insp.pass_index == 1
+    insp.pass_index = 99  # clamped
+    assert insp.pass_index == 2
+    with pytest.raises(traitlets.TraitError):
+        insp.view = "sideways"
+
+
+def test_inspector_syncs_with_the_front_end(program):
+    insp = Inspector(program)
+    sent = insp.comm.messages
+    insp.pass_index = 2
+    assert any(m.get("method") == "update" and m["state"].get("pass_index") == 2 for m in sent)
+    _from_front_end(insp, pass_index=1, rewrite_index=2, view="diff", selected_node=5)
+    assert (insp.pass_index, insp.rewrite_index, insp.view, insp.selected_node) == (1, 2, "diff", 5)
+    _from_front_end(insp, status=json.dumps({"pass": 1, "rewrite": 2, "ms": 12}))
+    assert json.loads(insp.status)["ms"] == 12
+
+
+def test_inspector_panes_are_validated(program):
+    assert Inspector(program, panes=["graph", "c"]).panes == ["graph", "c"]
+    with pytest.raises(ValueError, match="unknown pane"):
+        Inspector(program, panes=["graph", "asm"])
+
+
+def test_inspector_shows_a_failed_compile():
+    def boom(graph, ctx):
+        raise ValueError("boom")
+
+    pm = pipeline()
+    pm.insert("simplify", FunctionPass("explode", "fails on purpose", boom))
+    with pytest.raises(CompileError) as info:
+        pm.run(small_graph(), trace=True)
+    insp = Inspector(info.value)
+    data = json.loads(insp.data_json)
+    assert [p["name"] for p in data["passes"]] == ["const_fold", "simplify", "explode"]
+    assert "boom" in data["passes"][-1]["error"]
+
+
+def test_inspector_without_a_trace_is_a_clear_error():
+    from caten_lab.errors import CatenError
+
+    with pytest.raises(CatenError, match="no pass trace"):
+        Inspector(object())
+
+
+# ---- GPT-2 runner ---------------------------------------------------------------------------------
+
+def fake_generate(prompt, *, max_new_tokens, temperature, top_k, top_p, seed):
+    words = ["Hello", ",", " world", "!"]
+    for i in range(1000):
+        yield i, words[i % 4], [(words[i % 4], 0.7), ("x", 0.3)]
+
+
+def test_runner_streams_tokens_and_counts():
+    r = GPT2Runner(fake_generate, prompt="Say:", max_new_tokens=6)
+    text = r.run()
+    assert text == "Hello, world!Hello,"
+    assert r.n_tokens == 6 and not r.running and r.tokens_per_s > 0 and r.error == ""
+    tokens = [m["content"] for m in r.comm.messages if m.get("method") == "custom" and m["content"]["type"] == "token"]
+    assert [t["text"] for t in tokens] == ["Hello", ",", " world", "!", "Hello", ","]
+    assert tokens[0]["probs"] == [["Hello", 0.7], ["x", 0.3]]
+
+
+def test_runner_generate_and_stop_from_the_browser():
+    def slow(prompt, **opts):
+        for i in range(10_000):
+            time.sleep(0.005)
+            yield i, "a", None
+
+    r = GPT2Runner(slow, prompt="p", max_new_tokens=5000)
+    _custom_from_front_end(r, {"type": "generate"})
+    deadline = time.time() + 10
+    while r.n_tokens < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    _custom_from_front_end(r, {"type": "stop"})
+    r.wait(10)
+    assert not r.running and 3 <= r.n_tokens < 5000
+
+
+def test_runner_passes_only_the_options_the_generator_takes_and_reports_errors():
+    seen = {}
+
+    def minimal(prompt, max_new_tokens):
+        seen["max"] = max_new_tokens
+        yield 1, "x", None
+        raise RuntimeError("model exploded")
+
+    r = GPT2Runner(minimal, max_new_tokens=3)
+    r.run()
+    assert seen == {"max": 3} and r.generated == "x" and "model exploded" in r.error
+    with pytest.raises(TypeError):
+        GPT2Runner("not callable")
