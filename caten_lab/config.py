@@ -63,8 +63,23 @@ def _env_int(name: str, default: int) -> int:
         raise CatenError(f"environment variable {name}={raw!r} is not an integer", hint=ENV_VARS[name]) from None
 
 
+_ENV_MEMO: dict[tuple, Config] = {}
+
+
 def from_env() -> Config:
-    """A Config built from the environment variables listed in ``ENV_VARS``."""
+    """A Config built from the environment variables listed in ``ENV_VARS`` (memoized on their values:
+    a compiled program reads its thread count on every call)."""
+    key = (*(os.environ.get(k) for k in ENV_VARS), os.environ.get("HOME"))
+    hit = _ENV_MEMO.get(key)
+    if hit is None:
+        hit = _from_env()
+        if len(_ENV_MEMO) > 64:
+            _ENV_MEMO.clear()
+        _ENV_MEMO[key] = hit
+    return hit
+
+
+def _from_env() -> Config:
     cache = os.environ.get("CATEN_CACHE_DIR")
     return Config(
         backend=os.environ.get("CATEN_BACKEND", "c").strip().lower() or "c",

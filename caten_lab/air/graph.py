@@ -140,9 +140,28 @@ class Graph:
             else:
                 read_types.append(self.type_of(r))
         node = make_node(op, reads, attrs, writes=(), read_types=read_types, source=source)
-        out = f"v{node.id}"
+        nid = node.id
+        out = f"v{nid}"
         node.writes = (out,)
-        self.add(node)
+        nodes = self._nodes
+        if nid in nodes or out in producer:
+            self.add(node)  # raises the duplicate-id / duplicate-value error
+        # the body of add(), inlined: insert is the hottest path of graph building
+        nodes[nid] = node
+        producer[out] = node
+        users = self._users
+        for r in node.reads:
+            if r.__class__ is str:
+                u = users.get(r)  # type: ignore[call-overload]
+                if u is None:
+                    users[r] = nid  # type: ignore[index]
+                elif u.__class__ is int:
+                    users[r] = {u: 2} if u == nid else {u: 1, nid: 1}  # type: ignore[index]
+                else:
+                    u[nid] = u.get(nid, 0) + 1
+        if self.journal is not None:
+            self.journal.append(nid)
+        self.version += 1
         return out
 
     def add(self, node: Node) -> Node:

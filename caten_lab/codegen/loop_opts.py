@@ -7,6 +7,7 @@ where the index expressions are known; see :mod:`caten_lab.codegen.lower`.)
 from __future__ import annotations
 
 from caten_lab.codegen.loopir import For, Function, walk
+from caten_lab.codegen.parallel import parallelize_output_rows
 from caten_lab.passes.indexing import c_expr
 
 PARALLEL_WORK = 1 << 15  # estimated operations below which a kernel stays single-threaded
@@ -25,6 +26,9 @@ def parallelize(fn: Function, threads: int) -> bool:
     are symbolic. Returns whether a pragma was added."""
     if threads <= 1:
         return False
+    placed = parallelize_output_rows(fn, threads, PARALLEL_WORK)  # matvec shapes (decode): see parallel.py
+    if placed is not None:
+        return placed
     work = fn.work
     if isinstance(work, int) and work < PARALLEL_WORK:
         return False
@@ -37,7 +41,7 @@ def parallelize(fn: Function, threads: int) -> bool:
     chain = [first]
     while len(chain) < 3:
         cur = chain[-1]
-        if cur.stop.isdigit() and int(cur.stop) >= 4 * threads:
+        if _trip(cur) >= 4 * threads:
             break
         if len(cur.body) == 1 and isinstance(cur.body[0], For) and cur.body[0].role in ("loop", "tile"):
             chain.append(cur.body[0])
@@ -46,9 +50,35 @@ def parallelize(fn: Function, threads: int) -> bool:
     for inner in chain[1:]:
         inner.pragma = ""  # part of the collapsed nest: no other pragma may sit between the loops
     clause = f" collapse({len(chain)})" if len(chain) > 1 else ""
-    cond = "" if isinstance(work, int) else f" if({c_expr(work, _names())} >= {PARALLEL_WORK})"  # type: ignore[arg-type]
+    conds = [] if isinstance(work, int) else [f"{c_expr(work, _names())} >= {PARALLEL_WORK}"]  # type: ignore[arg-type]
+    if len(chain) == 1 and not first.stop.isdigit():
+        # a symbolic outer loop (a sequence length) may run once (decode): then parallelize the
+        # first big loop inside instead. Nested parallelism is off, so only one of the two is active.
+        inner = _inner_parallel_candidate(first)
+        if inner is not None:
+            inner_if = f" if({conds[0]})" if conds else ""
+            conds.append(f"{first.stop} >= {threads}")
+            inner.pragma = f"omp parallel for{inner_if} schedule(static)"
+    cond = f" if({' && '.join(conds)})" if conds else ""
     first.pragma = f"omp parallel for{clause}{cond} schedule(static)"
     return True
+
+
+def _trip(loop: For) -> int:
+    """Constant trip count of a loop (0 when symbolic)."""
+    if not loop.stop.isdigit():
+        return 0
+    step = int(loop.step) if loop.step.isdigit() else 1
+    return -(-int(loop.stop) // step)
+
+
+def _inner_parallel_candidate(outer: For) -> For | None:
+    """The first loop directly inside ``outer``'s body that is a tile loop or a big main loop."""
+    for s in outer.body:
+        if isinstance(s, For) and s.pragma is None and (
+                s.role == "tile" or s.role == "loop" and (not s.stop.isdigit() or int(s.stop) >= 64)):
+            return s
+    return None
 
 
 def unroll_small(fn: Function) -> int:

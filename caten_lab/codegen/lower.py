@@ -27,6 +27,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import BINARY, ELEMENTWISE
 from caten_lab.air.symbolic import Dim, Expr
+from caten_lab.codegen.hoist import hoist_reduce_operand
 from caten_lab.codegen.loopir import Assign, For, Function, Param, Stmt
 from caten_lab.errors import CompileError
 from caten_lab.passes.indexing import (
@@ -134,6 +135,7 @@ class KernelLowerer:
         self.stage_info: dict[str, tuple[bool, list[Dim], str | None]] = {}
         self.inner_main: str | None = None
         self.tile: tuple[str, str] | None = None  # (tile var, vector lane var) in vector mode
+        self.tn = ""  # C expression of the current tile's width
         self.vector_vars: dict[str, str] = {}
         self.work: Dim = 1
 
@@ -175,12 +177,20 @@ class KernelLowerer:
         i = self.param_index[n.attrs.name]
         return f"p{i}", i
 
-    def load(self, buf: Node, flat: Dim, nid: int) -> str:
+    def load(self, buf: Node, flat: Dim, nid: int, clamp: bool = False) -> str:
+        """``p[flat]``. ``clamp`` keeps the index inside the buffer: a masked (padding) load is then an
+        unconditional load plus a select, which also sidesteps a GCC 12 miscompilation of
+        vectorized conditional loads."""
         pname, _ = self.param_name(buf)
         if self.stage_loads:
             self.stage_loads[-1].append(flat)
-        e = f"{pname}[{self.check(self.idx(flat), numel(buf.shape), nid)}]"
-        return f"(float){e}" if buf.dtype == DType.float16 else e
+        size = numel(buf.shape)
+        index = self.idx(flat)
+        if clamp:
+            index = f"cl_max64(0, cl_min64({index}, {c_expr(size, NAMES)} - 1))"
+        if buf.dtype == DType.float16:  # read the bits: see cl_h2f in the C prelude
+            return f"cl_h2f(((const cl_u16a *){pname})[{self.check(index, size, nid)}])"
+        return f"{pname}[{self.check(index, size, nid)}]"
 
     def operand(self, r: object, dt: DType, coords: tuple) -> str:
         if isinstance(r, str):
@@ -224,7 +234,7 @@ class KernelLowerer:
         src = self.kg.producer_of(n.reads[0])
         flat = flat_index(coords, a.strides, a.offset)
         if src.op == "allocate" and src.attrs.name is not None:
-            load = self.load(src, flat, n.id)
+            load = self.load(src, flat, n.id, clamp=a.mask is not None)
             if a.mask is None:
                 return self.temp(load, ctype(n.dtype), (flat,), n.id)
             conds = []
@@ -238,7 +248,8 @@ class KernelLowerer:
                     place.append(c)
             if not conds:
                 return self.temp(load, ctype(n.dtype), (flat,), n.id)
-            e = f"(({' && '.join(conds)}) ? {load} : {literal(0, n.dtype)})"
+            loaded = self.temp(load, ctype(n.dtype), (flat,), n.id)  # unconditional (clamped) load, then select
+            e = f"(({' && '.join(conds)}) ? {loaded} : {literal(0, n.dtype)})"
             return self.temp(e, ctype(n.dtype), tuple(place), n.id)
         if a.mask is not None:
             raise CompileError(f"lowering {self.name}: masked view {n.id} over a computed value (schedule bug)")
@@ -301,17 +312,19 @@ class KernelLowerer:
         trip: Dim = 1
         for _, d in stage_vars:
             trip = trip * d
-        self.work = _dmax(self.work, trip)
         if n.attrs.op == "add" and len(stage_vars) == 1:
             gathered = self._onehot_gather(n, tuple(inner), stage_vars[0])
             if gathered is not None:
-                return gathered
+                return gathered  # one row read: the vocabulary-sized trip count is not work
+        self.work = _dmax(self.work, trip)
         vector = self.tile is not None and n.out in self.vectorize and _uses(coords, self.tile[1])
         blk = self.block_for(coords)
         acc = self.fresh("acc")
         depends_inner = self.inner_main is not None and _uses(coords, self.inner_main)
         if vector:
             return self._vector_reduce(n, coords, inner, stage_vars, blk, acc, ct, init)
+        if depends_inner and len(stage_vars) == 1:  # matvec: compute f(x)[r] once, not once per output
+            hoist_reduce_operand(self, n, tuple(inner), *stage_vars[0])
         blk.stmts.append(Assign((n.id,), acc, init, ct))
         self.stage_loads.append([])
         parent = blk
@@ -418,10 +431,12 @@ class KernelLowerer:
                        ct: str, init: str) -> str:
         """A reduce over a tile of the innermost output axis: ``acc[lane] op= x(lane)``, lanes innermost."""
         tile_var, lane_var = self.tile  # type: ignore[misc]
-        tblk = self.var_block[tile_var]
+        # the accumulator lives just outside the lane loop: the deepest block among the reduce's other loops
+        sub_t = {lane_var: loop_var(tile_var)}
+        tblk = self.block_for(tuple(c.substitute(sub_t) if isinstance(c, Expr) else c for c in coords))
         tblk.stmts.append(Assign((n.id,), acc, "", ct, array=str(VECTOR_TILE)))
         lane2 = f"__v{self.stage_counter}"
-        init_loop = For((n.id,), NAMES[lane2], "0", "tn", role="vector", pragma="omp simd")
+        init_loop = For((n.id,), NAMES[lane2], "0", self.tn, role="vector", pragma="omp simd")
         init_loop.body.append(Assign((n.id,), acc, init, index=NAMES[lane2]))
         tblk.stmts.append(init_loop)
         parent = tblk
@@ -437,7 +452,7 @@ class KernelLowerer:
         lb.stmts.append(Assign((n.id,), NAMES[full], f"{NAMES[tile_var]} + {NAMES[lane]}", "const int64_t"))
         self.var_block[full] = lb
         self.bounds[full] = self.bounds[lane_var]
-        opened.append((For((n.id,), NAMES[lane], "0", "tn", role="vector", pragma="omp simd"), lb, parent))
+        opened.append((For((n.id,), NAMES[lane], "0", self.tn, role="vector", pragma="omp simd"), lb, parent))
         sub = {lane_var: loop_var(full)}
         inner2 = tuple(c.substitute(sub) if isinstance(c, Expr) else c for c in inner)
         x = self.operand(n.reads[0], n.dtype, inner2)
@@ -477,6 +492,22 @@ class KernelLowerer:
             coords = list(unravel(loop_var("__f"), shape, {"__f": total}))
         else:
             real = [k for k, d in enumerate(shape) if not (isinstance(d, int) and d == 1)]
+            by_axis: dict[int, Dim] = {}
+            if self.vectorize:
+                # matmul/matvec: the tile loop over the output axis goes outermost, so one tile of the
+                # weight (K x 64) stays in cache while every row uses it, and the tiles feed the threads
+                k = real[-1]
+                d = shape[k]
+                tvar = f"__t{k}"
+                tb = _Block(parent.depth + 1)
+                self.var_block[tvar] = tb
+                self.bounds[tvar] = d
+                opened.append((For((root.id,), NAMES[tvar], "0", c_expr(d, NAMES), role="tile"), tb, parent))
+                parent = tb
+                # a constant tile width when it divides the axis: the lane loops then unroll fully and
+                # the accumulator tile can live in vector registers
+                exact = isinstance(d, int) and d % VECTOR_TILE == 0
+                self.tn = str(VECTOR_TILE) if exact else f"cl_min64({VECTOR_TILE}, {c_expr(d, NAMES)} - {NAMES[tvar]})"
             for pos, k in enumerate(real):
                 d = shape[k]
                 var = f"__l{k}"
@@ -484,32 +515,22 @@ class KernelLowerer:
                 last = pos == len(real) - 1
                 if last and self.vectorize:
                     tvar, jvar = f"__t{k}", f"__j{k}"
-                    tb = _Block(parent.depth + 1)
-                    self.var_block[tvar] = tb
-                    tloop = For((root.id,), NAMES[tvar], "0", c_expr(d, NAMES), role="tile")
-                    opened.append((tloop, tb, parent))
-                    tb.stmts.append(Assign((root.id,), "tn", f"cl_min64({VECTOR_TILE}, {c_expr(d, NAMES)} - {NAMES[tvar]})",
-                                           "const int64_t"))
-                    jb = _Block(tb.depth + 1)
+                    jb = _Block(parent.depth + 1)
                     jb.stmts.append(Assign((root.id,), NAMES[var], f"{NAMES[tvar]} + {NAMES[jvar]}", "const int64_t"))
                     self.var_block[var] = jb
-                    opened.append((For((root.id,), NAMES[jvar], "0", "tn", role="vector"), jb, tb))
+                    opened.append((For((root.id,), NAMES[jvar], "0", self.tn, role="vector"), jb, parent))
                     parent = jb
                     self.tile = (tvar, var)
-                    coords.append(loop_var(var))
+                    by_axis[k] = loop_var(var)
                     continue
                 b = _Block(parent.depth + 1)
                 self.var_block[var] = b
                 opened.append((For((root.id,), NAMES[var], "0", c_expr(d, NAMES), role="loop"), b, parent))
                 parent = b
-                coords.append(loop_var(var))
+                by_axis[k] = loop_var(var)
                 if last:
                     self.inner_main = var
-            full = []
-            it = iter(coords)
-            for d in shape:
-                full.append(0 if isinstance(d, int) and d == 1 else next(it))
-            coords = full
+            coords = [by_axis.get(k, 0) for k in range(len(shape))]
         ct = tuple(coords)
         out = self.k.params[0]
         out_node = self._param_node(out)
@@ -658,14 +679,19 @@ def _vector_reduces(lw: KernelLowerer) -> set[str]:
     for value, (depends_inner, loads, last_stage) in lw.stage_info.items():
         if not depends_inner or last_stage is None:
             continue
+        rows = dots = False
         for flat in loads:
             lin = linear_form(flat)
             if lin is None:
                 continue
             coefs, _ = lin
-            if coefs.get(inner) == 1 and coefs.get(last_stage, 0) != 1:
-                out.add(value)
-                break
+            ci, cs = coefs.get(inner, 0), coefs.get(last_stage, 0)
+            if ci == 1 and cs not in (0, 1):
+                rows = True  # a matrix contiguous along the outputs (W^T layout): vectorize over outputs
+            elif cs == 1 and ci != 0:
+                dots = True  # a matrix contiguous along the reduction (W layout): the dot products vectorize
+        if rows and not dots:  # (a per-output vector such as a dequantization scale decides nothing)
+            out.add(value)
     return out
 
 

@@ -46,6 +46,15 @@ def _prelude() -> str:
         "#define cl_min_int32_t INT32_MIN",
         "#define cl_min_uint32_t 0",
         "#define cl_min_int64_t INT64_MIN",
+        "/* float16 -> float from the bits: exact for every half value and vectorizable (a (float) cast of",
+        "   _Float16 is a scalar conversion per element in gcc 12). Subnormal halves assume no DAZ mode. */",
+        "typedef uint16_t __attribute__((may_alias)) cl_u16a;",
+        "static inline float cl_h2f(uint16_t h) {",
+        "  uint32_t em = (uint32_t)(h & 0x7fffu) << 13, b; float m;",
+        "  __builtin_memcpy(&m, &em, 4); m = m * 0x1p112f; __builtin_memcpy(&b, &m, 4);",
+        "  b = (em >= 0x0f800000u ? (em | 0x7f800000u) : b) | ((uint32_t)(h & 0x8000u) << 16);",
+        "  float r; __builtin_memcpy(&r, &b, 4); return r;",
+        "}",
     ]
     for t in _INTS:
         s = t.replace("_t", "")
@@ -91,7 +100,9 @@ def _signature(f: Function, static: bool = True) -> str:
             params.append(f"{'const ' if p.const else ''}{p.ctype} *restrict {p.name}")
         else:
             params.append(f"{p.ctype} {p.name}")
-    return f"{'static ' if static else ''}void {f.name}({', '.join(params)})"
+    # noinline: the entry calls each kernel function once per layer; inlining them all would make the
+    # C compiler's time grow with the number of layers instead of the number of unique kernels
+    return f"{'static __attribute__((noinline)) ' if static else ''}void {f.name}({', '.join(params)})"
 
 
 def _body(w: _Writer, body: list[Stmt], depth: int) -> None:

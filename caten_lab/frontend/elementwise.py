@@ -28,42 +28,42 @@ class ElementwiseMixin:
     __slots__ = ()
 
     # ---- arithmetic ------------------------------------------------------------------------
-    def add(self, other: Any) -> Tensor:
+    def add(self: Tensor, other: Any) -> Tensor:
         return self._binary("add", "add", other)
 
-    def mul(self, other: Any) -> Tensor:
+    def mul(self: Tensor, other: Any) -> Tensor:
         return self._binary("mul", "mul", other)
 
-    def sub(self, other: Any) -> Tensor:
-        (a, b), dt, shape = self._operands("sub", (other,))
-        return a + (-b if not isinstance(b, (int, float, bool)) else -b)
+    def sub(self: Tensor, other: Any) -> Tensor:
+        (a, b), _, _ = self._operands("sub", (other,))
+        return a + (-b)
 
-    def rsub(self, other: Any) -> Tensor:
-        (a, b), dt, shape = self._operands("sub", (other,))
+    def rsub(self: Tensor, other: Any) -> Tensor:
+        (a, b), _, _ = self._operands("sub", (other,))
         return (-a) + b
 
-    def div(self, other: Any) -> Tensor:
+    def div(self: Tensor, other: Any) -> Tensor:
         """True division (integers promote to float32)."""
         (a, b), dt, shape = self._float_operands("div", other)
         if isinstance(b, float):
             return a * (1.0 / b) if b != 0 else a._binary_lit_div(b)
         return a * b.reciprocal()
 
-    def _binary_lit_div(self, b: float) -> Tensor:
+    def _binary_lit_div(self: Tensor, b: float) -> Tensor:
         return self * type(self).full((), b, self.dtype).reciprocal()
 
-    def rdiv(self, other: Any) -> Tensor:
+    def rdiv(self: Tensor, other: Any) -> Tensor:
         (a, b), dt, shape = self._float_operands("div", other)
         return a.reciprocal() * b
 
-    def _float_operands(self, op: str, other: Any) -> tuple:
+    def _float_operands(self: Tensor, op: str, other: Any) -> tuple:
         """Promote like any binary op, then to float32 if the result would not be a float."""
         res = self._operands(op, (other,))
         if res[1].is_float:
             return res
         return self._operands(op, (other,), DType.float32)
 
-    def floordiv(self, other: Any) -> Tensor:
+    def floordiv(self: Tensor, other: Any) -> Tensor:
         """Floor division (Python semantics) on integers; floor(a / b) on floats."""
         (a, b), dt, shape = self._operands("floordiv", (other,))
         if dt.is_float:
@@ -75,7 +75,7 @@ class ElementwiseMixin:
         fix = (r != 0).logical_and((r < 0).logical_xor(_lt0(b)))
         return fix.where(q - 1, q)
 
-    def mod(self, other: Any) -> Tensor:
+    def mod(self: Tensor, other: Any) -> Tensor:
         """Remainder with the sign of the divisor (Python / torch semantics)."""
         (a, b), dt, shape = self._operands("mod", (other,))
         if dt.is_float:
@@ -95,25 +95,25 @@ class ElementwiseMixin:
     __floordiv__ = floordiv
     __mod__ = mod
 
-    def _lift(self, op: str, other: Any) -> Tensor:
+    def _lift(self: Tensor, op: str, other: Any) -> Tensor:
         """A Python scalar as a 0-d tensor of the promoted dtype (for reflected operators)."""
         (_, b), dt, _ = self._operands(op, (other,))
         return b if isinstance(b, type(self)) else type(self).full((), b, dt)
 
-    def __rfloordiv__(self, other: Any) -> Tensor:
+    def __rfloordiv__(self: Tensor, other: Any) -> Tensor:
         return self._lift("floordiv", other) // self
 
-    def __rmod__(self, other: Any) -> Tensor:
+    def __rmod__(self: Tensor, other: Any) -> Tensor:
         return self._lift("mod", other) % self
 
-    def neg(self) -> Tensor:
+    def neg(self: Tensor) -> Tensor:
         if self.dtype == DType.bool:
             raise DTypeError("neg: not defined for bool tensors (use logical_not or ~)", where=user_source())
         return self._unary("neg")
 
     __neg__ = neg
 
-    def reciprocal(self) -> Tensor:
+    def reciprocal(self: Tensor) -> Tensor:
         return self._float()._unary("recip")
 
     # ---- math functions ------------------------------------------------------------------------
@@ -123,34 +123,34 @@ class ElementwiseMixin:
     def log2(self) -> Tensor:
         return self._float()._unary("log2")
 
-    def exp(self) -> Tensor:
+    def exp(self: Tensor) -> Tensor:
         return (self._float() * LOG2E).exp2()
 
-    def log(self) -> Tensor:
+    def log(self: Tensor) -> Tensor:
         return self.log2() * LN2
 
-    def sqrt(self) -> Tensor:
+    def sqrt(self: Tensor) -> Tensor:
         return self._float()._unary("sqrt")
 
-    def rsqrt(self) -> Tensor:
+    def rsqrt(self: Tensor) -> Tensor:
         return self.sqrt().reciprocal()
 
-    def sin(self) -> Tensor:
+    def sin(self: Tensor) -> Tensor:
         return self._float()._unary("sin")
 
-    def cos(self) -> Tensor:
+    def cos(self: Tensor) -> Tensor:
         return (self._float() + math.pi / 2).sin()
 
-    def tan(self) -> Tensor:
+    def tan(self: Tensor) -> Tensor:
         return self.sin() / self.cos()
 
-    def sigmoid(self) -> Tensor:
+    def sigmoid(self: Tensor) -> Tensor:
         return (1 + (-self._float()).exp()).reciprocal()
 
-    def tanh(self) -> Tensor:
+    def tanh(self: Tensor) -> Tensor:
         return 2 * (self._float() * 2).sigmoid() - 1
 
-    def erf(self) -> Tensor:
+    def erf(self: Tensor) -> Tensor:
         x = self._float()
         ax = x.abs()
         t = (1 + _ERF_P * ax).reciprocal()
@@ -160,47 +160,47 @@ class ElementwiseMixin:
         y = 1 - poly * (-(ax * ax)).exp()
         return (x < 0).where(-y, y)
 
-    def relu(self) -> Tensor:
+    def relu(self: Tensor) -> Tensor:
         return self.maximum(0)
 
-    def gelu(self, approximate: str = "none") -> Tensor:
+    def gelu(self: Tensor, approximate: str = "none") -> Tensor:
         """GELU: exact (erf) or ``approximate="tanh"`` (GPT-2's gelu_new)."""
         x = self._float()
         if approximate == "tanh":
             return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
         return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
 
-    def silu(self) -> Tensor:
+    def silu(self: Tensor) -> Tensor:
         return self * self.sigmoid()
 
-    def abs(self) -> Tensor:
+    def abs(self: Tensor) -> Tensor:
         if self.dtype == DType.bool or self.dtype.is_unsigned:
             return self
         return self.maximum(-self)
 
     __abs__ = abs
 
-    def sign(self) -> Tensor:
+    def sign(self: Tensor) -> Tensor:
         return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
 
-    def square(self) -> Tensor:
+    def square(self: Tensor) -> Tensor:
         return self * self
 
-    def trunc(self) -> Tensor:
+    def trunc(self: Tensor) -> Tensor:
         if not self.dtype.is_float:
             return self
         t = self.cast(DType.int64).cast(self.dtype)
         return (self.abs() < 2.0**52).where(t, self)
 
-    def floor(self) -> Tensor:
+    def floor(self: Tensor) -> Tensor:
         t = self.trunc()
         return t - (t > self).cast(t.dtype) if self.dtype.is_float else t
 
-    def ceil(self) -> Tensor:
+    def ceil(self: Tensor) -> Tensor:
         t = self.trunc()
         return t + (t < self).cast(t.dtype) if self.dtype.is_float else t
 
-    def pow(self, exponent: Any) -> Tensor:
+    def pow(self: Tensor, exponent: Any) -> Tensor:
         """``self ** exponent``; small integer exponents multiply exactly, others use exp2/log2."""
         if isinstance(exponent, bool):
             exponent = int(exponent)
@@ -226,17 +226,17 @@ class ElementwiseMixin:
 
     __pow__ = pow
 
-    def __rpow__(self, base: Any) -> Tensor:
+    def __rpow__(self: Tensor, base: Any) -> Tensor:
         return self._float()._lift("pow", base).pow(self._float())
 
-    def maximum(self, other: Any) -> Tensor:
+    def maximum(self: Tensor, other: Any) -> Tensor:
         return self._binary("maximum", "max", other)
 
-    def minimum(self, other: Any) -> Tensor:
+    def minimum(self: Tensor, other: Any) -> Tensor:
         (a, b), dt, shape = self._operands("minimum", (other,))
         return (a < b).where(a, b) if isinstance(a, type(self)) else (b < a).where(b, a)
 
-    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
+    def clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
         out = self
         if min is not None:
             out = out.maximum(min)
@@ -247,34 +247,34 @@ class ElementwiseMixin:
     clip = clamp
 
     # ---- comparisons -------------------------------------------------------------------------
-    def __lt__(self, other: Any) -> Tensor:
+    def __lt__(self: Tensor, other: Any) -> Tensor:
         return self._binary("lt", "lt", other)
 
-    def __gt__(self, other: Any) -> Tensor:
+    def __gt__(self: Tensor, other: Any) -> Tensor:
         return self._binary("gt", "lt", other, reverse=True)
 
-    def __ne__(self, other: Any) -> Tensor:
+    def __ne__(self: Tensor, other: Any) -> Tensor:
         return self._binary("ne", "ne", other)
 
-    def __eq__(self, other: Any) -> Tensor:
+    def __eq__(self: Tensor, other: Any) -> Tensor:
         return self._binary("eq", "ne", other).logical_not()
 
-    def __le__(self, other: Any) -> Tensor:
+    def __le__(self: Tensor, other: Any) -> Tensor:
         return (self < other).logical_or(self == other)
 
-    def __ge__(self, other: Any) -> Tensor:
+    def __ge__(self: Tensor, other: Any) -> Tensor:
         return (self > other).logical_or(self == other)
 
     lt, gt, le, ge = __lt__, __gt__, __le__, __ge__
 
-    def eq(self, other: Any) -> Tensor:
+    def eq(self: Tensor, other: Any) -> Tensor:
         return self == other
 
-    def ne(self, other: Any) -> Tensor:
+    def ne(self: Tensor, other: Any) -> Tensor:
         return self != other
 
     # ---- logic ---------------------------------------------------------------------------------
-    def _logic(self, op: str, air_op: str, other: Any) -> Tensor:
+    def _logic(self: Tensor, op: str, air_op: str, other: Any) -> Tensor:
         out = self._binary(op, air_op, other)
         if out.dtype.is_float:
             raise DTypeError(
@@ -282,35 +282,35 @@ class ElementwiseMixin:
             )
         return out
 
-    def logical_and(self, other: Any) -> Tensor:
+    def logical_and(self: Tensor, other: Any) -> Tensor:
         return self.bool()._logic("logical_and", "and", _as_bool(other))
 
-    def logical_or(self, other: Any) -> Tensor:
+    def logical_or(self: Tensor, other: Any) -> Tensor:
         return self.bool()._logic("logical_or", "or", _as_bool(other))
 
-    def logical_xor(self, other: Any) -> Tensor:
+    def logical_xor(self: Tensor, other: Any) -> Tensor:
         return self.bool()._logic("logical_xor", "xor", _as_bool(other))
 
-    def logical_not(self) -> Tensor:
+    def logical_not(self: Tensor) -> Tensor:
         return self.bool()._unary("not")
 
-    def __and__(self, other: Any) -> Tensor:
+    def __and__(self: Tensor, other: Any) -> Tensor:
         return self._logic("and", "and", other)
 
-    def __or__(self, other: Any) -> Tensor:
+    def __or__(self: Tensor, other: Any) -> Tensor:
         return self._logic("or", "or", other)
 
-    def __xor__(self, other: Any) -> Tensor:
+    def __xor__(self: Tensor, other: Any) -> Tensor:
         return self._logic("xor", "xor", other)
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
 
-    def __invert__(self) -> Tensor:
+    def __invert__(self: Tensor) -> Tensor:
         if self.dtype.is_float:
             raise DTypeError("invert (~): needs bool or integer operands", where=user_source())
         return self._unary("not")
 
-    def where(self, a: Any, b: Any) -> Tensor:
+    def where(self: Tensor, a: Any, b: Any) -> Tensor:
         """``a`` where this (bool) tensor is true, else ``b``; all three broadcast."""
         cond = self if self.dtype == DType.bool else self.bool()
         t = type(self)

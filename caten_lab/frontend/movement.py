@@ -33,7 +33,7 @@ class MovementMixin:
     __slots__ = ()
 
     # ---- helpers --------------------------------------------------------------------------
-    def _axis(self, axis: Any, op: str, ndim: int | None = None) -> int:
+    def _axis(self: Tensor, axis: Any, op: str, ndim: int | None = None) -> int:
         n = self.ndim if ndim is None else ndim
         if not _is_int(axis):
             raise AxisError(f"{op}: axis {axis!r} is not an int", where=user_source())
@@ -46,7 +46,7 @@ class MovementMixin:
             )
         return a + n if a < 0 else a
 
-    def _apply_view(self, fn: Callable[[View], View | None], op: str) -> Tensor:
+    def _apply_view(self: Tensor, fn: Callable[[View], View | None], op: str) -> Tensor:
         node: LazyNode = self.node
         if node.op == "view" and node.folds:
             base, v = node.srcs[0], node.view
@@ -62,7 +62,7 @@ class MovementMixin:
         attrs = {"shape": nv.shape, "strides": nv.strides, "offset": nv.offset, "mask": nv.mask}
         return t(LazyNode("view", (base,), attrs, nv.shape, base.dtype, user_source(), view=nv))
 
-    def contiguous(self) -> Tensor:
+    def contiguous(self: Tensor) -> Tensor:
         """Stop view folding here: later views read this tensor's values as a new contiguous base."""
         node: LazyNode = self.node
         if node.op != "view" or not node.folds:
@@ -72,7 +72,7 @@ class MovementMixin:
         return type(self)(copy)
 
     # ---- reshape family ---------------------------------------------------------------------
-    def reshape(self, *shape: Any) -> Tensor:
+    def reshape(self: Tensor, *shape: Any) -> Tensor:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         shape = tuple(int(d) if isinstance(d, np.integer) else d for d in shape)
@@ -100,19 +100,19 @@ class MovementMixin:
 
     view = reshape
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         if self.ndim == 0:
             return self.reshape(1)
         s, e = self._axis(start_dim, "flatten"), self._axis(end_dim, "flatten")
         shp = self.shape
         return self.reshape(*shp[:s], prod(shp[s : e + 1]), *shp[e + 1 :])
 
-    def unsqueeze(self, dim: int) -> Tensor:
+    def unsqueeze(self: Tensor, dim: int) -> Tensor:
         d = self._axis(dim, "unsqueeze", self.ndim + 1)
         shp = self.shape
         return self.reshape(*shp[:d], 1, *shp[d:])
 
-    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+    def squeeze(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
         shp = self.shape
         if dim is None:
             axes = {i for i, d in enumerate(shp) if _is_int(d) and d == 1}
@@ -122,7 +122,7 @@ class MovementMixin:
         return self.reshape(*(d for i, d in enumerate(shp) if i not in axes))
 
     # ---- permute / expand ---------------------------------------------------------------------
-    def permute(self, *order: Any) -> Tensor:
+    def permute(self: Tensor, *order: Any) -> Tensor:
         if len(order) == 1 and isinstance(order[0], (tuple, list)):
             order = tuple(order[0])
         if len(order) != self.ndim:
@@ -138,23 +138,23 @@ class MovementMixin:
             return self
         return self._apply_view(lambda v: v.permute(axes), "permute")
 
-    def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
+    def transpose(self: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
         a, b = self._axis(dim0, "transpose"), self._axis(dim1, "transpose")
         order = list(range(self.ndim))
         order[a], order[b] = order[b], order[a]
         return self.permute(*order)
 
     @property
-    def T(self) -> Tensor:  # noqa: N802 - NumPy's name
+    def T(self: Tensor) -> Tensor:  # noqa: N802 - NumPy's name
         return self.permute(*reversed(range(self.ndim)))
 
-    def movedim(self, source: int, destination: int) -> Tensor:
+    def movedim(self: Tensor, source: int, destination: int) -> Tensor:
         s, d = self._axis(source, "movedim"), self._axis(destination, "movedim")
         order = [i for i in range(self.ndim) if i != s]
         order.insert(d, s)
         return self.permute(*order)
 
-    def expand(self, *shape: Any) -> Tensor:
+    def expand(self: Tensor, *shape: Any) -> Tensor:
         """Broadcast to ``shape`` (``-1`` keeps a size; new leading axes are allowed), without copying."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
@@ -175,7 +175,7 @@ class MovementMixin:
                 )
         return self.broadcast_to(target)
 
-    def broadcast_to(self, shape: tuple) -> Tensor:
+    def broadcast_to(self: Tensor, shape: tuple) -> Tensor:
         shape = tuple(shape)
         if shape == self.shape:
             return self
@@ -191,20 +191,21 @@ class MovementMixin:
             x = self.reshape(*((1,) * (len(shape) - self.ndim)), *self.shape)
         return x._apply_view(lambda v: v.expand(shape), "expand")
 
-    def expand_as(self, other: Tensor) -> Tensor:
+    def expand_as(self: Tensor, other: Tensor) -> Tensor:
         return self.expand(other.shape)
 
     # ---- indexing --------------------------------------------------------------------------------
-    def _index_plan(self, idx: Any, op: str) -> tuple[list, tuple, tuple]:
+    def _index_plan(self: Tensor, idx: Any, op: str) -> tuple[list, tuple, tuple]:
         """Parse an index into (slices (axis, start, length, step), window shape, result shape)."""
         if not isinstance(idx, tuple):
             idx = (idx,)
         for e in idx:
             if type(e).__name__ == "Tensor" or isinstance(e, (list, np.ndarray)):
                 raise SliceError(
-                    f"{op}: indexing with a tensor or list is not supported",
+                    f"{op}: indexing with a tensor or list is only supported as x[int_tensor] "
+                    "(rows of the first axis)",
                     where=user_source(),
-                    hint="use gather(dim, index) or nn.Embedding for data-dependent indexing",
+                    hint="use gather(dim, index) or nn.Embedding for other data-dependent indexing",
                 )
             if not (e is None or e is Ellipsis or isinstance(e, slice) or _is_int(e) or isinstance(e, Expr)):
                 raise SliceError(f"{op}: unsupported index {e!r} ({type(e).__name__})", where=user_source())
@@ -251,7 +252,10 @@ class MovementMixin:
             axis += 1
         return slices, tuple(window), tuple(result)
 
-    def __getitem__(self, idx: Any) -> Tensor:
+    def __getitem__(self: Tensor, idx: Any) -> Tensor:
+        t = type(self)
+        if isinstance(idx, t) and idx.dtype.is_int and self.ndim:
+            return self._take_rows(idx)
         slices, window, result = self._index_plan(idx, "getitem")
 
         def apply(v: View) -> View:
@@ -262,7 +266,17 @@ class MovementMixin:
         out = self._apply_view(apply, "getitem") if slices else self
         return out.reshape(*result) if result != window else out
 
-    def __setitem__(self, idx: Any, value: Any) -> None:
+    def _take_rows(self: Tensor, ids: Tensor) -> Tensor:
+        """``self[ids]`` for an integer tensor: rows of axis 0 (one-hot select and sum, exact)."""
+        n, rest = self.shape[0], self.shape[1:]
+        ar = type(self)._make("index", (), (n,), DType.int64, shape=(n,), axis=0, dtype=DType.int64)
+        hot = ids.cast(DType.int64).unsqueeze(-1) == ar  # (*ids, n)
+        flat = self.reshape(n, prod(rest))
+        zero: Any = False if self.dtype == DType.bool else 0
+        out = hot.unsqueeze(-1).where(flat, zero).sum(-2, dtype=self.dtype)
+        return out.reshape(*ids.shape, *rest)
+
+    def __setitem__(self: Tensor, idx: Any, value: Any) -> None:
         """Write ``value`` into a window of this tensor (a ``store``; in place in the bound buffer)."""
         node: LazyNode = self.node
         if node.op == "view":
@@ -303,7 +317,7 @@ class MovementMixin:
         self.node = new
 
     # ---- pad / flip / cat / split -------------------------------------------------------------------
-    def pad(self, padding: Sequence[Any], value: Any = 0.0) -> Tensor:
+    def pad(self: Tensor, padding: Sequence[Any], value: Any = 0.0) -> Tensor:
         """torch.nn.functional.pad: ``padding`` pairs start at the LAST axis; negative pads crop."""
         if len(padding) % 2 or len(padding) // 2 > self.ndim:
             raise ShapeError(
@@ -334,11 +348,11 @@ class MovementMixin:
             out = inside.where(out, value)
         return out
 
-    def flip(self, dims: int | Sequence[int]) -> Tensor:
+    def flip(self: Tensor, dims: int | Sequence[int]) -> Tensor:
         axes = [self._axis(a, "flip") for a in (dims if isinstance(dims, (tuple, list)) else (dims,))]
         return self[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(self.ndim))]
 
-    def split(self, split_size: Any, dim: int = 0) -> list[Tensor]:
+    def split(self: Tensor, split_size: Any, dim: int = 0) -> list[Tensor]:
         d = self._axis(dim, "split")
         n = self.shape[d]
         if _is_int(split_size):
@@ -362,7 +376,7 @@ class MovementMixin:
             start = start + s
         return out
 
-    def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+    def chunk(self: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
         d = self._axis(dim, "chunk")
         n = self.shape[d]
         if not isinstance(n, int):
@@ -373,7 +387,7 @@ class MovementMixin:
         return self.split(size, d)
 
     # ---- masks from coordinates ------------------------------------------------------------------
-    def _tri(self, diagonal: int, upper: bool, op: str) -> Tensor:
+    def _tri(self: Tensor, diagonal: int, upper: bool, op: str) -> Tensor:
         if self.ndim < 2:
             raise ShapeError(
                 f"{op}: needs at least 2 axes, got shape {fmt_shape(self.shape)}", where=user_source()
@@ -385,13 +399,13 @@ class MovementMixin:
         keep = (col >= row + diagonal) if upper else (col <= row + diagonal)
         return keep.where(self, 0)
 
-    def triu(self, diagonal: int = 0) -> Tensor:
+    def triu(self: Tensor, diagonal: int = 0) -> Tensor:
         return self._tri(diagonal, True, "triu")
 
-    def tril(self, diagonal: int = 0) -> Tensor:
+    def tril(self: Tensor, diagonal: int = 0) -> Tensor:
         return self._tri(diagonal, False, "tril")
 
-    def gather(self, dim: int, index: Tensor) -> Tensor:
+    def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
         """torch.gather: ``out[..i..] = self[..index[..i..]..]`` along ``dim`` (one-hot select + sum)."""
         d = self._axis(dim, "gather")
         t = type(self)

@@ -1,6 +1,7 @@
 """The single place where a frontend graph runs: ``execute(graph, inputs, symbols)``.
 
-Today it runs the NumPy interpreter; the compiled backend plugs in here later. It also checks the
+It runs the configured backend (``config().backend``: the compiled C program by default, or the
+NumPy interpreter with ``CATEN_BACKEND=numpy`` / ``settings(backend="numpy")``). It also checks the
 symbol bindings (inferring unbound ones from input shapes) and emulates in-place state: an output
 that is a ``store`` chain rooted at ``allocate(name=X)`` is written back into ``inputs[X]``.
 """
@@ -14,6 +15,7 @@ import numpy as np
 from caten_lab.air.graph import Graph
 from caten_lab.air.interpreter import interpret
 from caten_lab.air.symbolic import Expr, evaluate, symbols_of
+from caten_lab.config import config
 from caten_lab.errors import SymbolError
 
 
@@ -148,6 +150,10 @@ def execute(
     State outputs (store chains over a named input) are also written into ``inputs[name]`` in place.
     """
     bound = bind_symbols(graph, inputs, symbols or {})
+    if config().backend == "c":
+        from caten_lab.compiler import run  # compiled once per graph structure, then cached
+
+        return run(graph, inputs, bound)  # writes state outputs into inputs[name] in place itself
     results = interpret(graph, inputs, bound)
     assert isinstance(results, list)
     for i, name in state_roots(graph).items():

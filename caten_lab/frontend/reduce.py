@@ -25,7 +25,7 @@ Axis = int | Sequence[int] | None
 class ReduceMixin:
     __slots__ = ()
 
-    def _axes(self, axis: Axis, op: str) -> tuple[int, ...]:
+    def _axes(self: Tensor, axis: Axis, op: str) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
         items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
@@ -34,7 +34,7 @@ class ReduceMixin:
             raise AxisError(f"{op}: axis {items} repeats an axis", where=user_source())
         return tuple(sorted(axes))
 
-    def _reduce(self, rop: str, axis: Axis, keepdim: bool, op: str) -> Tensor:
+    def _reduce(self: Tensor, rop: str, axis: Axis, keepdim: bool, op: str) -> Tensor:
         axes = self._axes(axis, op)
         shp = self.shape
         kept = tuple(1 if i in axes else d for i, d in enumerate(shp))
@@ -45,10 +45,10 @@ class ReduceMixin:
             return out
         return out.reshape(*(d for i, d in enumerate(shp) if i not in axes))
 
-    def _count(self, axis: Axis, op: str) -> Dim:
+    def _count(self: Tensor, axis: Axis, op: str) -> Dim:
         return prod(tuple(self.shape[a] for a in self._axes(axis, op)))
 
-    def sum(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    def sum(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
         x = self
         if dtype is not None:
             x = x.cast(dtype)
@@ -56,17 +56,17 @@ class ReduceMixin:
             x = x.cast(DType.int64)
         return x._reduce("add", axis, keepdim, "sum")
 
-    def max(self, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         return self._reduce("max", axis, keepdim, "max")
 
-    def min(self, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         if self.dtype == DType.bool:
             return self.logical_not()._reduce("max", axis, keepdim, "min").logical_not()
         if self.dtype.is_unsigned:
             raise DTypeError("min: unsigned tensors are not supported", where=user_source())
         return -((-self)._reduce("max", axis, keepdim, "min"))
 
-    def mean(self, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         x = self._float()
         n = self._count(axis, "mean")
         total = x.sum(axis, keepdim)
@@ -88,10 +88,10 @@ class ReduceMixin:
             return ss * (1.0 / denom) if denom > 0 else ss / 0.0
         return ss / type(self).full((), denom, DType.int64).cast(ss.dtype)
 
-    def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         return self.var(axis, keepdim, correction).sqrt()
 
-    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """Index of the first maximum along ``axis`` (int64; over the flattened tensor when None)."""
         if axis is None:
             out = self.reshape(-1).argmax(0)
@@ -110,27 +110,27 @@ class ReduceMixin:
         best = is_max.where(rev, -1).max(a, keepdim)
         return (n - 1) - best if isinstance(n, int) else t.full((), n - 1, DType.int64) - best
 
-    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
         return (-self).argmax(axis, keepdim)
 
-    def logsumexp(self, axis: Axis, keepdim: bool = False) -> Tensor:
+    def logsumexp(self: Tensor, axis: Axis, keepdim: bool = False) -> Tensor:
         x = self._float()
         m = x.max(axis, keepdim=True)
         out = (x - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.squeeze(self._axes(axis, "logsumexp"))
 
-    def softmax(self, axis: int = -1) -> Tensor:
+    def softmax(self: Tensor, axis: int = -1) -> Tensor:
         x = self._float()
         e = (x - x.max(axis, keepdim=True)).exp()
         return e / e.sum(axis, keepdim=True)
 
-    def log_softmax(self, axis: int = -1) -> Tensor:
+    def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
         x = self._float()
         s = x - x.max(axis, keepdim=True)
         return s - s.exp().sum(axis, keepdim=True).log()
 
     # ---- matmul -------------------------------------------------------------------------------
-    def matmul(self, other: Tensor) -> Tensor:
+    def matmul(self: Tensor, other: Tensor) -> Tensor:
         """NumPy matmul: 1-d operands are promoted and squeezed, batch axes broadcast."""
         t = type(self)
         if not isinstance(other, t):
@@ -173,8 +173,8 @@ class ReduceMixin:
 
     __matmul__ = matmul
 
-    def __rmatmul__(self, other: Tensor) -> Tensor:
+    def __rmatmul__(self: Tensor, other: Tensor) -> Tensor:
         return other.matmul(self)
 
-    def dot(self, other: Tensor) -> Tensor:
+    def dot(self: Tensor, other: Tensor) -> Tensor:
         return self.matmul(other)

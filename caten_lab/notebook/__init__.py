@@ -13,6 +13,7 @@ _LAZY = {
     "PassDebugger": ("caten_lab.notebook.debugger", "PassDebugger"),
     "bisect_miscompile": ("caten_lab.notebook.bisect", "bisect_miscompile"),
     "GPT2Runner": ("caten_lab.notebook.runner", "GPT2Runner"),
+    "logits_generator": ("caten_lab.notebook.runner", "logits_generator"),
     "load_ipython_extension": ("caten_lab.notebook.magic", "load_ipython_extension"),
 }
 

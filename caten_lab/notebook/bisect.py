@@ -42,13 +42,23 @@ class BisectResult:
     def __repr__(self) -> str:
         if self.ok:
             return f"<BisectResult ok: every stage matches the NumPy interpreter ({self.evaluations} evaluations)>"
-        where = f"pass {self.pass_name!r} (#{self.pass_index})" if self.stage == "pass" else "code generation / runtime"
+        where = (
+            f"pass {self.pass_name!r} (#{self.pass_index})"
+            if self.stage == "pass"
+            else "code generation / runtime"
+        )
         rw = f", rewrite #{self.rewrite_index} {self.rule!r} at {self.location}" if self.rewrite_index else ""
-        err = f", max |err| {self.max_abs_err:.3g} in output {self.output_index}" if self.max_abs_err is not None else ""
+        err = (
+            f", max |err| {self.max_abs_err:.3g} in output {self.output_index}"
+            if self.max_abs_err is not None
+            else ""
+        )
         return f"<BisectResult miscompile in {where}{rw}{err}; {self.detail}>"
 
 
-def _compare(got: list[np.ndarray], ref: list[np.ndarray], rtol: float, atol: float) -> tuple[int, float | None, str] | None:
+def _compare(
+    got: list[np.ndarray], ref: list[np.ndarray], rtol: float, atol: float
+) -> tuple[int, float | None, str] | None:
     """None when equal; else (output index, max abs error or None, description)."""
     if len(got) != len(ref):
         return 0, None, f"{len(got)} outputs instead of {len(ref)}"
@@ -66,9 +76,16 @@ def _compare(got: list[np.ndarray], ref: list[np.ndarray], rtol: float, atol: fl
     return None
 
 
-def bisect_miscompile(graph: Graph, inputs: dict[str, np.ndarray], *, pipeline: Any = None,
-                      symbols: dict[str, int] | None = None, rtol: float = 1e-4, atol: float = 1e-5,
-                      run_program: bool | Callable[..., list[np.ndarray]] = True) -> BisectResult:
+def bisect_miscompile(
+    graph: Graph,
+    inputs: dict[str, np.ndarray],
+    *,
+    pipeline: Any = None,
+    symbols: dict[str, int] | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    run_program: bool | Callable[..., list[np.ndarray]] = True,
+) -> BisectResult:
     """Bisect ``pipeline`` (default: the compiler's) for the first stage whose outputs differ.
 
     ``run_program``: True compiles with :func:`caten_lab.compiler.compile` and runs the program when
@@ -101,9 +118,15 @@ def bisect_miscompile(graph: Graph, inputs: dict[str, np.ndarray], *, pipeline: 
     except CatenError as exc:  # a pass crashed: that is the first bad stage
         trace = getattr(exc, "trace", None)
         failed = trace.records[-1] if trace is not None and trace.records else None
-        return BisectResult(False, "pass", failed.name if failed else getattr(exc, "pass_name", None),
-                            failed.index if failed else None, detail=f"the pass raised: {exc.message}",
-                            evaluations=counter[0], trace=trace)
+        return BisectResult(
+            False,
+            "pass",
+            failed.name if failed else getattr(exc, "pass_name", None),
+            failed.index if failed else None,
+            detail=f"the pass raised: {exc.message}",
+            evaluations=counter[0],
+            trace=trace,
+        )
     records = trace.records
 
     def bad_after(i: int, k: int | None = None) -> tuple[int, float | None, str] | None:
@@ -124,8 +147,16 @@ def bisect_miscompile(graph: Graph, inputs: dict[str, np.ndarray], *, pipeline: 
         rec = records[hi]
         mismatch = bad_after(hi)
         assert mismatch is not None
-        res = BisectResult(False, "pass", rec.name, hi, output_index=mismatch[0], max_abs_err=mismatch[1],
-                           detail=mismatch[2], trace=trace)
+        res = BisectResult(
+            False,
+            "pass",
+            rec.name,
+            hi,
+            output_index=mismatch[0],
+            max_abs_err=mismatch[1],
+            detail=mismatch[2],
+            trace=trace,
+        )
         rws = rec.rewrites or []
         if rws and bad_after(hi, len(rws)) is not None:
             klo, khi = 0, len(rws)  # after klo rewrites good, after khi bad
@@ -136,7 +167,12 @@ def bisect_miscompile(graph: Graph, inputs: dict[str, np.ndarray], *, pipeline: 
                 else:
                     khi = mid
             rw = rws[khi - 1]
-            res.rewrite_index, res.rule, res.location, res.matched = khi, rw.rule, rw.location, list(rw.matched)
+            res.rewrite_index, res.rule, res.location, res.matched = (
+                khi,
+                rw.rule,
+                rw.location,
+                list(rw.matched),
+            )
         elif rws:
             res.detail += "; every recorded rewrite is fine: the change happened outside the rewriter"
         res.evaluations = counter[0]
@@ -150,14 +186,24 @@ def bisect_miscompile(graph: Graph, inputs: dict[str, np.ndarray], *, pipeline: 
     mismatch = _compare(outputs, reference, rtol, atol)
     if mismatch is None:
         return BisectResult(True, evaluations=counter[0], trace=trace)
-    return BisectResult(False, "codegen", output_index=mismatch[0], max_abs_err=mismatch[1],
-                        detail=mismatch[2] + "; every graph pass agrees with the interpreter, so look at the "
-                        "generated C" + (f" ({c_source.count(chr(10)) + 1} lines)" if c_source else ""),
-                        evaluations=counter[0], trace=trace)
+    return BisectResult(
+        False,
+        "codegen",
+        output_index=mismatch[0],
+        max_abs_err=mismatch[1],
+        detail=mismatch[2] + "; every graph pass agrees with the interpreter, so look at the "
+        "generated C" + (f" ({c_source.count(chr(10)) + 1} lines)" if c_source else ""),
+        evaluations=counter[0],
+        trace=trace,
+    )
 
 
-def _run_backend(graph: Graph, inputs: dict[str, np.ndarray], symbols: dict[str, int],
-                 run_program: bool | Callable[..., list[np.ndarray]]) -> tuple[list[np.ndarray] | str, str, str | None]:
+def _run_backend(
+    graph: Graph,
+    inputs: dict[str, np.ndarray],
+    symbols: dict[str, int],
+    run_program: bool | Callable[..., list[np.ndarray]],
+) -> tuple[list[np.ndarray] | str, str, str | None]:
     feed = {k: np.array(v, copy=True) for k, v in inputs.items()}
     try:
         if callable(run_program):

@@ -11,7 +11,9 @@ import html
 
 def c_lines_html(source: str) -> list[str]:
     """HTML-escaped, token-classed lines of ``source`` (plain escaped lines if Pygments is absent)."""
-    n_lines = max(1, len(source.splitlines()))  # a trailing newline does not start a line (as in the source map)
+    n_lines = max(
+        1, len(source.splitlines())
+    )  # a trailing newline does not start a line (as in the source map)
     try:
         from pygments.lexers import CLexer
         from pygments.token import STANDARD_TYPES

@@ -27,6 +27,15 @@ def default_pipeline() -> Any:
     return _default()
 
 
+def codegen_pass_names() -> set[str]:
+    """Names of the passes that turn the graph into code (schedule ... render): never optional."""
+    try:
+        from caten_lab.codegen.passes import codegen_passes
+    except ImportError:
+        return set()
+    return {p.name for p in codegen_passes()}
+
+
 def _graph_passes_only() -> Any:
     from caten_lab.passes.graph_pipeline import graph_pipeline
 
@@ -48,12 +57,20 @@ class InterpretedProgram:
     compile_s: float = 0.0
     cc_s: float | None = None
 
-    def __call__(self, inputs: dict[str, np.ndarray], symbols: dict[str, int] | None = None) -> list[np.ndarray]:
+    def __call__(
+        self, inputs: dict[str, np.ndarray], symbols: dict[str, int] | None = None
+    ) -> list[np.ndarray]:
         return interpret(self.graph, inputs, symbols or {})
 
 
-def compile_traced(graph: Graph, *, pipeline: Any = None, backend: str | None = None, safety: int | None = None,
-                   force: bool = False) -> Any:
+def compile_traced(
+    graph: Graph,
+    *,
+    pipeline: Any = None,
+    backend: str | None = None,
+    safety: int | None = None,
+    force: bool = False,
+) -> Any:
     """``caten_lab.compiler.compile(graph, trace=True, ...)``; the fallback when the compiler is missing."""
     try:
         from caten_lab.compiler import compile as _compile
@@ -65,6 +82,8 @@ def compile_traced(graph: Graph, *, pipeline: Any = None, backend: str | None = 
     return _compile(graph, backend=backend, safety=safety, trace=True, pipeline=pipeline, force=force)
 
 
-def reference_outputs(graph: Graph, inputs: dict[str, np.ndarray], symbols: dict[str, int] | None = None) -> list:
+def reference_outputs(
+    graph: Graph, inputs: dict[str, np.ndarray], symbols: dict[str, int] | None = None
+) -> list:
     """The NumPy interpreter's outputs: the semantics every backend must reproduce."""
     return interpret(graph, {k: np.array(v, copy=True) for k, v in inputs.items()}, symbols or {})

@@ -71,8 +71,9 @@ class PassDebugger:
     ``pipeline`` is a PassManager or a list of passes (default: the compiler's default pipeline).
     """
 
-    def __init__(self, graph: Graph, pipeline: Any = None, *, ctx: PassContext | None = None,
-                 verify: bool = True) -> None:
+    def __init__(
+        self, graph: Graph, pipeline: Any = None, *, ctx: PassContext | None = None, verify: bool = True
+    ) -> None:
         if pipeline is None:
             from caten_lab.notebook.compile_bridge import default_pipeline
 
@@ -182,7 +183,7 @@ class PassDebugger:
         self.position = snap.position
         self.graph = snap.graph
         self.ctx.artifacts = snap.artifacts
-        del self.records[snap.n_records:]
+        del self.records[snap.n_records :]
         self._pending = snap.pending
         if self._pending is not None:
             self._pending = _Pending(**{**self._pending.__dict__})
@@ -192,7 +193,9 @@ class PassDebugger:
     def skip(self) -> PassDebugger:
         """Do not run the next pass."""
         if self._pending is not None:
-            raise CompileError("skip(): the current pass is half-stepped", hint="step() to finish it or back() out")
+            raise CompileError(
+                "skip(): the current pass is half-stepped", hint="step() to finish it or back() out"
+            )
         if self.position < len(self.passes):
             self._save()
             self.position += 1
@@ -219,8 +222,10 @@ class PassDebugger:
         for i in range(first, len(self.passes)):
             if self.passes[i].name == name:
                 return i
-        raise CompileError(f"no pass {name!r} ahead of the cursor",
-                           hint=f"passes still to run: {', '.join(self.names[first:]) or 'none'}")
+        raise CompileError(
+            f"no pass {name!r} ahead of the cursor",
+            hint=f"passes still to run: {', '.join(self.names[first:]) or 'none'}",
+        )
 
     # ---- views ---------------------------------------------------------------------------
     def view(self, **kwargs: Any) -> Any:
@@ -237,8 +242,15 @@ class PassDebugger:
     # ---- internals -----------------------------------------------------------------------
     def _save(self) -> None:
         pend = self._pending
-        self._history.append(_Snapshot(self.position, self.graph.copy(), dict(self.ctx.artifacts), len(self.records),
-                                       None if pend is None else _Pending(**{**pend.__dict__})))
+        self._history.append(
+            _Snapshot(
+                self.position,
+                self.graph.copy(),
+                dict(self.ctx.artifacts),
+                len(self.records),
+                None if pend is None else _Pending(**{**pend.__dict__}),
+            )
+        )
 
     def _run_pass(self, index: int) -> _Pending:
         p = self.passes[index]
@@ -246,7 +258,9 @@ class PassDebugger:
             problems = check_graph(self.graph)
             if problems:
                 self._history.pop()
-                raise self._invariant_error("hand edit" if self.records else "input graph", problems, before=p.name)
+                raise self._invariant_error(
+                    "hand edit" if self.records else "input graph", problems, before=p.name
+                )
         before = self.graph.copy()
         work = self.graph.copy()
         arts_before = dict(self.ctx.artifacts)
@@ -257,8 +271,10 @@ class PassDebugger:
         except Exception as exc:
             self._history.pop()
             self.ctx.rewrites = None
-            err = CompileError(f"pass {p.name!r} (#{index}) failed: {type(exc).__name__}: {exc}",
-                               hint="fix or replace the pass (dbg.replace(name, new_pass)), or dbg.skip() it")
+            err = CompileError(
+                f"pass {p.name!r} (#{index}) failed: {type(exc).__name__}: {exc}",
+                hint="fix or replace the pass (dbg.replace(name, new_pass)), or dbg.skip() it",
+            )
             err.pass_name = p.name  # type: ignore[attr-defined]
             raise err from exc
         wall = time.perf_counter() - t0
@@ -266,9 +282,20 @@ class PassDebugger:
         rewrites = list(self.ctx.rewrites or [])
         self.ctx.rewrites = None
         artifacts = {k: v for k, v in self.ctx.artifacts.items() if arts_before.get(k, _MISSING) is not v}
-        rec = PassRecord(p.name, p.description, index, before, after.copy(), wall, 0, len(before), len(after),
-                         rewrites, bool(rewrites) or not before.structurally_equal(after) or len(before) != len(after),
-                         artifacts)
+        rec = PassRecord(
+            p.name,
+            p.description,
+            index,
+            before,
+            after.copy(),
+            wall,
+            0,
+            len(before),
+            len(after),
+            rewrites,
+            bool(rewrites) or not before.structurally_equal(after) or len(before) != len(after),
+            artifacts,
+        )
         return _Pending(index, before, after, rewrites, rec, 0, artifacts)
 
     def _finish_pending(self) -> PassRecord:
@@ -291,8 +318,14 @@ class PassDebugger:
             raise self._invariant_error(pass_name, problems, rewrite_index=rewrite_index, rule=rule)
 
     @staticmethod
-    def _invariant_error(pass_name: str, problems: list[str], *, before: str | None = None,
-                         rewrite_index: int | None = None, rule: str | None = None) -> InvariantError:
+    def _invariant_error(
+        pass_name: str,
+        problems: list[str],
+        *,
+        before: str | None = None,
+        rewrite_index: int | None = None,
+        rule: str | None = None,
+    ) -> InvariantError:
         if pass_name == "hand edit":
             msg = f"the graph was edited by hand into an invalid state (found before running pass {before!r})"
         elif pass_name == "input graph":
@@ -301,8 +334,10 @@ class PassDebugger:
             msg = f"pass {pass_name!r} is the first to break a graph invariant"
             if rewrite_index is not None:
                 msg += f", at its rewrite #{rewrite_index} ({rule})"
-        err = InvariantError(msg + ":\n  " + "\n  ".join(problems[:8]),
-                             hint="back() returns to the last good state; inspect dbg.graph.dump()")
+        err = InvariantError(
+            msg + ":\n  " + "\n  ".join(problems[:8]),
+            hint="back() returns to the last good state; inspect dbg.graph.dump()",
+        )
         err.pass_name = pass_name
         err.rewrite_index = rewrite_index
         return err

@@ -8,6 +8,7 @@ can drive the view (``insp.pass_index = 3``) and tests can read it back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from caten_lab.notebook.sources import trace_and_program
 STATIC = Path(__file__).parent / "static"
 ALL_PANES = ("graph", "profile", "c", "result")
 VIEWS = ("after", "before", "side", "diff")
+FALLBACK_MAX_NODES = 120  # the static fallback draws the final graph up to this size (dot runs in the kernel)
 
 
 class Inspector(anywidget.AnyWidget):
@@ -43,9 +45,19 @@ class Inspector(anywidget.AnyWidget):
     selected_node = traitlets.Int(-1).tag(sync=True)
     play_interval_ms = traitlets.Int(700).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)  # written by the front-end after each render
+    profile_png = traitlets.Unicode("").tag(sync=True)  # drawn on request (the Profile tab asks for it)
 
-    def __init__(self, source: Any = None, *, result: dict[str, Any] | None = None, panes: Any = None,
-                 title: str = "", payload: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        source: Any = None,
+        *,
+        result: dict[str, Any] | None = None,
+        panes: Any = None,
+        title: str = "",
+        payload: dict[str, Any] | None = None,
+        static_fallback: bool = True,
+        **kwargs: Any,
+    ) -> None:
         if payload is None:
             payload = build_payload(source, result=result, title=title) if source is not None else {}
         wanted = list(panes) if panes else list(ALL_PANES)
@@ -54,6 +66,9 @@ class Inspector(anywidget.AnyWidget):
             raise ValueError(f"unknown pane(s) {bad}; choose from {', '.join(ALL_PANES)}")
         super().__init__(data_json=json.dumps(payload, separators=(",", ":")), panes=wanted, **kwargs)
         self._payload = payload
+        self._source = source if static_fallback else None
+        self._title = title
+        self.on_msg(self._on_front_end_msg)
         if payload.get("passes"):
             first_changed = next((i for i, p in enumerate(payload["passes"]) if p["changed"]), 0)
             self.pass_index = first_changed
@@ -68,6 +83,29 @@ class Inspector(anywidget.AnyWidget):
     def _check_pass(self, proposal: Any) -> int:
         n = len(getattr(self, "_payload", {}).get("passes", []) or []) or 1
         return max(0, min(int(proposal["value"]), n - 1))
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget, plus a static HTML report for front-ends without widgets (nbconvert, GitHub)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle  # anywidget returns (data, metadata)
+        if isinstance(data, dict) and self._source is not None:
+            from caten_lab.notebook.static_html import show
+
+            with contextlib.suppress(Exception):  # a fallback must never break displaying the widget
+                data["text/html"] = show(
+                    self._source, title=self._title, max_nodes=FALLBACK_MAX_NODES, graphs="last", chart=False
+                ).html
+        return bundle
+
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "need_profile_png":
+            self.draw_profile()
+
+    def draw_profile(self) -> str:
+        """Render the matplotlib profile chart now (the front-end asks when the Profile tab opens)."""
+        if not self.profile_png:
+            self.profile_png = profile_png(self._payload.get("profile", {}).get("rows") or []) or ""
+        return self.profile_png
 
     # ---- scripting the view from Python ----------------------------------------------------
     @property
@@ -88,14 +126,14 @@ class Inspector(anywidget.AnyWidget):
     def next_pass(self) -> Inspector:
         passes = self._payload.get("passes", [])
         for i in range(self.pass_index + 1, len(passes)):
-            if not self.hide_unchanged or passes[i]["changed"] or passes[i]["error"]:
+            if not self.hide_unchanged or _interesting(passes[i]):
                 return self.goto(i)
         return self
 
     def prev_pass(self) -> Inspector:
         passes = self._payload.get("passes", [])
         for i in range(self.pass_index - 1, -1, -1):
-            if not self.hide_unchanged or passes[i]["changed"] or passes[i]["error"]:
+            if not self.hide_unchanged or _interesting(passes[i]):
                 return self.goto(i)
         return self
 
@@ -104,12 +142,28 @@ class Inspector(anywidget.AnyWidget):
         return self
 
 
-def build_payload(source: Any, *, result: dict[str, Any] | None = None, title: str = "") -> dict[str, Any]:
-    """The Inspector's JSON document for a trace/program (profile chart and highlighted C included)."""
+def _interesting(p: dict[str, Any]) -> bool:
+    """Shown even when unchanged passes are hidden: it changed the graph, failed, or produced artifacts."""
+    return bool(p["changed"] or p["error"] or p.get("artifacts"))
+
+
+def build_payload(
+    source: Any,
+    *,
+    result: dict[str, Any] | None = None,
+    title: str = "",
+    profile_chart: bool = False,
+    highlight_c: bool = False,
+) -> dict[str, Any]:
+    """The Inspector's JSON document for a trace/program.
+
+    The matplotlib chart and the Pygments-highlighted C are optional: the widget asks for the chart
+    when its Profile tab opens and highlights C in the browser, keeping both off the kernel's path.
+    """
     trace, program = trace_and_program(source)
     rows = trace.table() if hasattr(trace, "table") else []
     c_source = getattr(program, "c_source", None) if program is not None else None
-    if c_source is None:
+    if c_source is None and highlight_c:
         for rec in reversed(list(trace.records)):
             if "c_source" in (getattr(rec, "artifacts", None) or {}):
                 c_source = rec.artifacts["c_source"]
@@ -118,7 +172,7 @@ def build_payload(source: Any, *, result: dict[str, Any] | None = None, title: s
         trace,
         program=program,
         result=result,
-        profile_png=profile_png(rows),
-        c_lines_html=c_lines_html(c_source) if c_source else None,
+        profile_png=profile_png(rows) if profile_chart else None,
+        c_lines_html=c_lines_html(c_source) if (highlight_c and c_source) else None,
         title=title,
     )

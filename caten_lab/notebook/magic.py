@@ -81,16 +81,29 @@ class CatenMagics(Magics):
         self._cache: dict[str, Any] = {}
 
     @magic_arguments()
-    @argument("-o", "--out", default=None, metavar="NAME",
-              help="compile the variable NAME (default: the cell's last expression, which is also stored in NAME)")
-    @argument("--passes", default=None, metavar="P1,P2",
-              help="keep only these passes of the default pipeline (comma-separated names)")
+    @argument(
+        "-o",
+        "--out",
+        default=None,
+        metavar="NAME",
+        help="compile the variable NAME (default: the cell's last expression, which is also stored in NAME)",
+    )
+    @argument(
+        "--passes",
+        default=None,
+        metavar="P1,P2",
+        help="keep only these graph passes of the default pipeline (code generation passes always run)",
+    )
     @argument("--skip", default=None, metavar="P1,P2", help="drop these passes from the pipeline")
     @argument("--pipeline", default=None, metavar="VAR", help="a variable holding a PassManager to use")
     @argument("--backend", default=None, choices=["c", "numpy"], help="code generator backend")
-    @argument("--safety", default=None, type=int, choices=[0, 1, 2], help="runtime checks (2: bounds-checked)")
+    @argument(
+        "--safety", default=None, type=int, choices=[0, 1, 2], help="runtime checks (2: bounds-checked)"
+    )
     @argument("--symbols", default=None, metavar="S=N,...", help="values of symbolic dims for the run")
-    @argument("--inputs", default=None, metavar="VAR", help="a dict of arrays to bind when compiling a bare Graph")
+    @argument(
+        "--inputs", default=None, metavar="VAR", help="a dict of arrays to bind when compiling a bare Graph"
+    )
     @argument("--no-run", action="store_true", help="compile and inspect, do not run")
     @argument("--check", action="store_true", help="compare the outputs with the NumPy interpreter")
     @argument("--panes", default=None, metavar="LIST", help="panes to show: graph,profile,c,result")
@@ -133,7 +146,9 @@ class CatenMagics(Magics):
         value = _exec_cell(cell, filename, ns, args.out, debug=args.debug)
         if hasattr(value, "records") and hasattr(value, "graph_at"):  # a PassTrace: show only
             return CatenResult(None, {}, None, value, options=vars(args))
-        if hasattr(value, "trace") and (hasattr(value, "c_source") or hasattr(value, "schedule")):  # a Program
+        if hasattr(value, "trace") and (
+            hasattr(value, "c_source") or hasattr(value, "schedule")
+        ):  # a Program
             return CatenResult(None, {}, value, value.trace, options=vars(args))
         graph, inputs = _to_graph(value, ns, args.inputs)
         pipeline = self._pipeline(args, ns)
@@ -175,15 +190,20 @@ class CatenMagics(Magics):
             keep = [p.strip() for p in args.passes.split(",") if p.strip()]
             unknown = [p for p in keep if p not in names]
             if unknown:
-                raise UsageError(f"--passes: unknown pass(es) {', '.join(unknown)}; available: {', '.join(names)}")
+                raise UsageError(
+                    f"--passes: unknown pass(es) {', '.join(unknown)}; available: {', '.join(names)}"
+                )
+            required = compile_bridge.codegen_pass_names()  # the backend cannot produce code without these
             for n in names:
-                if n not in keep:
+                if n not in keep and n not in required:
                     pm.remove(n)
         if args.skip:
             drop = [p.strip() for p in args.skip.split(",") if p.strip()]
             unknown = [p for p in drop if p not in names]
             if unknown:
-                raise UsageError(f"--skip: unknown pass(es) {', '.join(unknown)}; available: {', '.join(names)}")
+                raise UsageError(
+                    f"--skip: unknown pass(es) {', '.join(unknown)}; available: {', '.join(names)}"
+                )
             for n in drop:
                 if n in pm.names():
                     pm.remove(n)
@@ -199,7 +219,9 @@ def _parse_panes(text: str | None) -> list[str]:
     panes = [p.strip() for p in text.split(",") if p.strip()]
     bad = [p for p in panes if p not in PANES]
     if bad or not panes:
-        raise UsageError(f"--panes: unknown pane(s) {', '.join(bad) or '(none given)'}; choose from {','.join(PANES)}")
+        raise UsageError(
+            f"--panes: unknown pane(s) {', '.join(bad) or '(none given)'}; choose from {','.join(PANES)}"
+        )
     return panes
 
 
@@ -237,8 +259,12 @@ def _exec_cell(cell: str, filename: str, ns: dict[str, Any], out: str | None, *,
     try:
         tree = ast.parse(cell, filename=filename)
     except SyntaxError as exc:
-        raise CatenCellError([f"caten: syntax error at cell line {(exc.lineno or 0) + 1}: {exc.msg}",
-                              f"  {(exc.text or '').rstrip()}"]) from exc
+        raise CatenCellError(
+            [
+                f"caten: syntax error at cell line {(exc.lineno or 0) + 1}: {exc.msg}",
+                f"  {(exc.text or '').rstrip()}",
+            ]
+        ) from exc
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     try:
         exec(compile(ast.Module(tree.body, type_ignores=[]), filename, "exec"), ns)
@@ -253,8 +279,12 @@ def _exec_cell(cell: str, filename: str, ns: dict[str, Any], out: str | None, *,
         if out not in ns:
             raise CatenCellError([f"caten: -o {out}: the cell did not define {out!r}"])
         return ns[out]
-    raise CatenCellError(["caten: nothing to compile: end the cell with an expression (the tensors to compile) "
-                          "or name a variable with -o NAME"])
+    raise CatenCellError(
+        [
+            "caten: nothing to compile: end the cell with an expression (the tensors to compile) "
+            "or name a variable with -o NAME"
+        ]
+    )
 
 
 def _user_error(exc: BaseException, filename: str, cell: str) -> CatenCellError:
@@ -297,11 +327,13 @@ def _to_graph(value: Any, ns: dict[str, Any], inputs_var: str | None) -> tuple[G
     elif isinstance(value, dict) and value and all(_is_tensor(t) for t in value.values()):
         tensors = list(value.values())
     if tensors is None:
-        raise CatenCellError([
-            f"caten: the cell's result is a {type(value).__name__}, which caten cannot compile",
-            "  end the cell with caten tensors (one, or a list/tuple/dict of them), an AIR Graph, "
-            "a compiled Program or a PassTrace",
-        ])
+        raise CatenCellError(
+            [
+                f"caten: the cell's result is a {type(value).__name__}, which caten cannot compile",
+                "  end the cell with caten tensors (one, or a list/tuple/dict of them), an AIR Graph, "
+                "a compiled Program or a PassTrace",
+            ]
+        )
     from caten_lab.frontend import build_graph
 
     graph, arrays = build_graph(tensors)
@@ -322,13 +354,16 @@ def _cache_key(cell: str, line: str, graph: Graph) -> str:
 
 def _compile(graph: Graph, pipeline: Any, args: Any, filename: str, cell: str) -> Any:
     try:
-        return compile_bridge.compile_traced(graph, pipeline=pipeline, backend=args.backend, safety=args.safety,
-                                             force=args.force)
+        return compile_bridge.compile_traced(
+            graph, pipeline=pipeline, backend=args.backend, safety=args.safety, force=args.force
+        )
     except CatenError as exc:
         raise _compile_error(exc, filename, cell) from exc
     except Exception as exc:  # an internal bug: still short, but say so
-        lines = [f"caten: internal error while compiling: {type(exc).__name__}: {exc}",
-                 "  this is a caten_lab bug; rerun with --debug for the traceback and report it"]
+        lines = [
+            f"caten: internal error while compiling: {type(exc).__name__}: {exc}",
+            "  this is a caten_lab bug; rerun with --debug for the traceback and report it",
+        ]
         raise CatenCellError(lines) from exc
 
 
@@ -349,8 +384,10 @@ def _compile_error(exc: CatenError, filename: str, cell: str) -> CatenCellError:
     lines += _c_excerpt(exc, trace)
     if exc.hint:
         lines.append(f"  hint: {exc.hint}")
-    lines.append("  the partial trace is in _caten_error.trace (caten_lab.show(_caten_error) renders it); "
-                 "--debug shows the Python traceback")
+    lines.append(
+        "  the partial trace is in _caten_error.trace (caten_lab.show(_caten_error) renders it); "
+        "--debug shows the Python traceback"
+    )
     return CatenCellError(lines, trace=trace)
 
 
@@ -380,8 +417,14 @@ def _c_excerpt(exc: CatenError, trace: Any) -> list[str]:
     return out
 
 
-def _execute(program: Any, inputs: dict[str, np.ndarray], symbols: dict[str, int], filename: str, cell: str,
-             debug: bool) -> tuple[list[np.ndarray], float]:
+def _execute(
+    program: Any,
+    inputs: dict[str, np.ndarray],
+    symbols: dict[str, int],
+    filename: str,
+    cell: str,
+    debug: bool,
+) -> tuple[list[np.ndarray], float]:
     t0 = time.perf_counter()
     try:
         outs = program(inputs, symbols or None)
@@ -394,8 +437,12 @@ def _execute(program: Any, inputs: dict[str, np.ndarray], symbols: dict[str, int
             lines.append(f"  hint: {exc.hint}")
         raise CatenCellError(lines) from exc
     except Exception as exc:
-        raise CatenCellError([f"caten: running the compiled program failed: {type(exc).__name__}: {exc}",
-                              "  rerun with --debug for the traceback"]) from exc
+        raise CatenCellError(
+            [
+                f"caten: running the compiled program failed: {type(exc).__name__}: {exc}",
+                "  rerun with --debug for the traceback",
+            ]
+        ) from exc
     return [np.asarray(o) for o in outs], time.perf_counter() - t0
 
 
@@ -410,9 +457,15 @@ def _result_block(res: CatenResult, args: Any) -> dict[str, Any] | None:
         bad = []
         for i, (a, b) in enumerate(zip(res.outputs, ref)):
             if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True):
-                err = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.shape == b.shape else None
-                bad.append(f"output {i}: differs from the NumPy interpreter" + (f" (max |err| {err:.3g})" if err else
-                                                                                 f" (shape {a.shape} vs {b.shape})"))
+                err = (
+                    float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                    if a.shape == b.shape
+                    else None
+                )
+                bad.append(
+                    f"output {i}: differs from the NumPy interpreter"
+                    + (f" (max |err| {err:.3g})" if err else f" (shape {a.shape} vs {b.shape})")
+                )
         mismatch = "\n".join(bad) or None
         note += " · matches the NumPy interpreter" if not bad else ""
     return result_summary(res.outputs, names, run_s=res.run_s, note=note, mismatch=mismatch)

@@ -65,10 +65,24 @@ class _NodeTable:
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
         self._index: dict[tuple, int] = {}
+        self._alive: dict[int, Any] = {}  # objects whose id() is part of a key stay alive (ids never reused)
+
+    def _ident(self, obj: Any) -> int:
+        # node copies share their attrs/shape objects, so identity is a cheap, exact-enough key; two
+        # equal objects with different identities only cost one duplicate record
+        i = id(obj)
+        if i not in self._alive:
+            self._alive[i] = obj
+        return i
 
     def intern(self, n: Node) -> int:
-        key = (n.id, n.op, tuple(n.writes), tuple((type(r).__name__, r) for r in n.reads), repr(attrs_items(n.attrs)),
-               str(n.dtype), repr(n.shape), n.source)
+        reads = n.reads
+        rkey = (
+            tuple(reads)
+            if all(r.__class__ is str for r in reads)
+            else tuple((type(r).__name__, r) for r in reads)
+        )
+        key = (n.id, n.op, n.writes, rkey, self._ident(n.attrs), self._ident(n.shape), id(n.dtype), n.source)
         i = self._index.get(key)
         if i is None:
             i = len(self.records)
@@ -215,7 +229,11 @@ def trace_payload(
         "passes": passes,
         "kernels": _kernels(schedule),
         "c": c_block,
-        "profile": {"rows": _json_rows(table), "total_s": float(getattr(trace, "total_s", 0.0) or 0.0), "png": profile_png},
+        "profile": {
+            "rows": _json_rows(table),
+            "total_s": float(getattr(trace, "total_s", 0.0) or 0.0),
+            "png": profile_png,
+        },
         "result": result,
         "source_lines": _source_lines(nodes.records),
     }
@@ -239,7 +257,9 @@ def _opt_float(v: Any) -> float | None:
 def _json_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
-        out.append({k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v)) for k, v in r.items()})
+        out.append(
+            {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v)) for k, v in r.items()}
+        )
     return out
 
 
@@ -252,7 +272,9 @@ def payload_graph(payload: dict[str, Any], graph_index: int) -> list[dict[str, A
     return [recs[i] for i in payload["graphs"][graph_index]["nodes"]]
 
 
-def replay_payload(payload: dict[str, Any], pass_index: int, rewrite_index: int) -> tuple[list[dict], list[str]]:
+def replay_payload(
+    payload: dict[str, Any], pass_index: int, rewrite_index: int
+) -> tuple[list[dict], list[str]]:
     """Node records and outputs after the first ``rewrite_index`` rewrites of a pass.
 
     This mirrors ``replayState`` in extensions/src/inspector.js line for line: add the produced

@@ -28,8 +28,14 @@ def profile_png(rows: Sequence[dict[str, Any]], *, width_in: float = 7.5) -> str
     ax.set_xlabel("wall time per pass (ms)")
     top = max(times_ms) or 1.0
     for yi, t, r in zip(y, times_ms, rows):
-        ax.text(t + top * 0.01, yi, f"{r.get('nodes_before', '')}→{r.get('nodes_after', '')}  {r.get('rewrites', 0)} rw",
-                va="center", fontsize=7, color="#374151")
+        ax.text(
+            t + top * 0.01,
+            yi,
+            f"{r.get('nodes_before', '')}→{r.get('nodes_after', '')}  {r.get('rewrites', 0)} rw",
+            va="center",
+            fontsize=7,
+            color="#374151",
+        )
     ax.set_xlim(0, top * 1.35)
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()

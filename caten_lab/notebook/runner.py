@@ -50,8 +50,10 @@ class GPT2Runner(anywidget.AnyWidget):
 
     def __init__(self, generate: Generator, **kwargs: Any) -> None:
         if not callable(generate):
-            raise TypeError("GPT2Runner needs a callable generate(prompt, **options) -> iterator of "
-                            "(token_id, text, probs)")
+            raise TypeError(
+                "GPT2Runner needs a callable generate(prompt, **options) -> iterator of "
+                "(token_id, text, probs)"
+            )
         super().__init__(**kwargs)
         self._generate = generate
         self._accepts = _accepted_options(generate)
@@ -94,8 +96,13 @@ class GPT2Runner(anywidget.AnyWidget):
         return self.generated
 
     def _options(self) -> dict[str, Any]:
-        opts = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_k": self.top_k,
-                "top_p": self.top_p, "seed": self.seed}
+        opts = {
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
         return opts if self._accepts is None else {k: v for k, v in opts.items() if k in self._accepts}
 
     def _loop(self) -> None:
@@ -113,8 +120,14 @@ class GPT2Runner(anywidget.AnyWidget):
                 tok_id, tok_text, probs = _unpack(item)
                 self.tokens.append((tok_id, tok_text, probs))
                 text.append(tok_text)
-                self.send({"type": "token", "id": tok_id, "text": tok_text,
-                           "probs": [[str(t), float(p)] for t, p in probs] if probs else None})
+                self.send(
+                    {
+                        "type": "token",
+                        "id": tok_id,
+                        "text": tok_text,
+                        "probs": [[str(t), float(p)] for t, p in probs] if probs else None,
+                    }
+                )
                 now = time.perf_counter()
                 self.n_tokens = len(self.tokens)
                 if now - last_push > 0.1 or self.n_tokens == 1:  # throttle the counters, not the tokens
@@ -149,3 +162,58 @@ def _accepted_options(fn: Callable[..., Any]) -> set[str] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         return None
     return {p.name for p in params}
+
+
+def logits_generator(
+    step: Callable[[list[int], int], Any],
+    encode: Callable[[str], list[int]],
+    decode: Callable[[list[int]], str],
+    *,
+    top_probs: int = 5,
+    reset: Callable[[], None] | None = None,
+) -> Generator:
+    """Turn a model's step function into the runner's generator protocol.
+
+    ``step(token_ids, pos) -> logits`` of shape (..., seq, vocab) (e.g. ``GPT2.step`` or a compiled
+    workflow); ``encode``/``decode`` are the tokenizer. Sampling uses caten_lab.models.sampling
+    (temperature 0 is greedy), so a run is reproducible from its seed. ``reset`` clears the KV cache.
+    """
+    import numpy as np
+
+    from caten_lab.models.sampling import SamplingOptions, sample
+
+    def generate(
+        prompt: str,
+        *,
+        max_new_tokens: int = 32,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> Iterator[Token]:
+        if reset is not None:
+            reset()
+        opts = SamplingOptions(
+            temperature=max(0.0, temperature),
+            top_k=max(0, top_k),
+            top_p=min(1.0, top_p) if top_p > 0 else 1.0,
+            seed=seed,
+        )
+        ids = list(encode(prompt))
+        if not ids:
+            raise ValueError("the prompt encodes to no tokens")
+        logits = np.asarray(step(ids, 0))
+        for i in range(max_new_tokens):
+            row = logits.reshape(-1, logits.shape[-1])[-1].astype(np.float64)
+            nxt = sample(row, ids, opts, i)
+            probs = None
+            if top_probs:
+                p = np.exp(row - row.max())
+                p /= p.sum()
+                top = np.argsort(-p)[:top_probs]
+                probs = [(decode([int(t)]), float(p[t])) for t in top]
+            ids.append(nxt)
+            yield nxt, decode([nxt]), probs
+            logits = np.asarray(step([nxt], len(ids) - 1))
+
+    return generate

@@ -35,13 +35,17 @@ def render_svg(dot_text: str, *, timeout: float = DOT_TIMEOUT_S) -> str:
     """DOT -> SVG text with the Graphviz binary (CatenError when it is missing, fails or times out)."""
     exe = shutil.which("dot")
     if exe is None:
-        raise CatenError("Graphviz `dot` is not installed, so no SVG can be rendered here",
-                         hint="apt-get install graphviz (the Inspector widget lays graphs out in the browser without it)")
+        raise CatenError(
+            "Graphviz `dot` is not installed, so no SVG can be rendered here",
+            hint="apt-get install graphviz (the Inspector widget lays graphs out in the browser without it)",
+        )
     try:
         proc = subprocess.run([exe, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise CatenError(f"dot took more than {timeout:.0f} s on this graph",
-                         hint="show a smaller graph (max_nodes) or collapse it") from None
+        raise CatenError(
+            f"dot took more than {timeout:.0f} s on this graph",
+            hint="show a smaller graph (max_nodes) or collapse it",
+        ) from None
     if proc.returncode != 0:
         raise CatenError(f"dot failed: {proc.stderr.strip()[:500]}")
     svg = proc.stdout
@@ -76,7 +80,10 @@ class StaticReport:
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
-        p.write_text(f"<!doctype html><meta charset='utf-8'><title>caten_lab report</title>\n{self.html}", encoding="utf-8")
+        p.write_text(
+            f"<!doctype html><meta charset='utf-8'><title>caten_lab report</title>\n{self.html}",
+            encoding="utf-8",
+        )
         return p
 
     def save_svg(self, path: str | Path, pass_: int | str = -1, *, which: str = "after") -> Path:
@@ -84,13 +91,33 @@ class StaticReport:
         rec = self.trace[pass_] if isinstance(pass_, str) else self.trace.records[pass_]
         g = rec.before if which == "before" else (rec.after if rec.after is not None else rec.before)
         p = Path(path)
-        p.write_text(render_svg(to_dot(g, name=rec.name, highlight=diff_highlight(rec.before, g) if which == "after" else None)),
-                     encoding="utf-8")
+        p.write_text(
+            render_svg(
+                to_dot(
+                    g, name=rec.name, highlight=diff_highlight(rec.before, g) if which == "after" else None
+                )
+            ),
+            encoding="utf-8",
+        )
         return p
 
 
-def show(obj: Any, *, title: str = "", max_nodes: int = 300, svg: bool | None = None) -> StaticReport:
-    """A static report of a PassTrace / Program / %%caten result. ``svg=None``: SVG when ``dot`` exists."""
+def show(
+    obj: Any,
+    *,
+    title: str = "",
+    max_nodes: int = 300,
+    svg: bool | None = None,
+    graphs: str = "changed",
+    chart: bool = True,
+) -> StaticReport:
+    """A static report of a PassTrace / Program / %%caten result.
+
+    ``svg=None``: SVG when ``dot`` exists, else DOT text. ``graphs``: draw the graph of every pass that
+    changed it ("changed"), only the final one ("last") or none ("none"). ``chart``: the matplotlib profile.
+    """
+    if graphs not in ("changed", "last", "none"):
+        raise CatenError(f"show(graphs={graphs!r}): use 'changed', 'last' or 'none'")
     trace, program = trace_and_program(obj)
     use_svg = dot_available() if svg is None else svg
     esc = html.escape
@@ -98,9 +125,12 @@ def show(obj: Any, *, title: str = "", max_nodes: int = 300, svg: bool | None = 
     parts.append(f"<h3 style='margin:4px 0'>{esc(title or 'caten_lab compile report')}</h3>")
     rows = trace.table() if hasattr(trace, "table") else []
     total = float(getattr(trace, "total_s", 0.0) or 0.0)
-    parts.append(f"<p>{len(trace.records)} passes, {total * 1e3:.2f} ms in passes"
-                 + (f"; backend {esc(str(getattr(program, 'backend', '')))}" if program is not None else "") + "</p>")
-    png = profile_png(rows)
+    parts.append(
+        f"<p>{len(trace.records)} passes, {total * 1e3:.2f} ms in passes"
+        + (f"; backend {esc(str(getattr(program, 'backend', '')))}" if program is not None else "")
+        + "</p>"
+    )
+    png = profile_png(rows) if chart else None
     if png:
         parts.append(f"<img alt='time per pass' src='data:image/png;base64,{png}'/>")
     parts.append(_profile_table(rows))
@@ -109,11 +139,18 @@ def show(obj: Any, *, title: str = "", max_nodes: int = 300, svg: bool | None = 
         after = rec.after if rec.after is not None else rec.before
         open_attr = " open" if rec.changed and first_changed else ""
         first_changed = first_changed and not rec.changed
-        status = "FAILED: " + esc(rec.error) if getattr(rec, "error", None) else ("changed" if rec.changed else "no change")
-        parts.append(f"<details{open_attr}><summary><code>{i}. {esc(rec.name)}</code> · {rec.wall_s * 1e3:.2f} ms · "
-                     f"{rec.nodes_before}→{rec.nodes_after} nodes · {len(rec.rewrites or [])} rewrites · {status}"
-                     f"</summary><div style='color:#6b7280'>{esc(rec.description or '')}</div>")
-        if rec.changed or i == len(trace.records) - 1:
+        status = (
+            "FAILED: " + esc(rec.error)
+            if getattr(rec, "error", None)
+            else ("changed" if rec.changed else "no change")
+        )
+        parts.append(
+            f"<details{open_attr}><summary><code>{i}. {esc(rec.name)}</code> · {rec.wall_s * 1e3:.2f} ms · "
+            f"{rec.nodes_before}→{rec.nodes_after} nodes · {len(rec.rewrites or [])} rewrites · {status}"
+            f"</summary><div style='color:#6b7280'>{esc(rec.description or '')}</div>"
+        )
+        last = i == len(trace.records) - 1
+        if (graphs == "changed" and (rec.changed or last)) or (graphs == "last" and last):
             parts.append(_graph_html(rec, after, use_svg, max_nodes))
         parts.append("</details>")
     c_source = getattr(program, "c_source", None) if program is not None else None
@@ -126,37 +163,58 @@ def show(obj: Any, *, title: str = "", max_nodes: int = 300, svg: bool | None = 
         parts.append("<h4>Outputs</h4><table>")
         for i, o in enumerate(outputs):
             s = summarize_array(f"out{i}", o)
-            parts.append(f"<tr><td><code>{esc(s['name'])}</code></td><td>{esc(s['shape'])}</td><td>{esc(s['dtype'])}</td>"
-                         f"<td><code>{esc(s['head'])}</code></td></tr>")
+            parts.append(
+                f"<tr><td><code>{esc(s['name'])}</code></td><td>{esc(s['shape'])}</td><td>{esc(s['dtype'])}</td>"
+                f"<td><code>{esc(s['head'])}</code></td></tr>"
+            )
         parts.append("</table>")
     parts.append("</div>")
     return StaticReport("\n".join(parts), trace)
 
 
 def _profile_table(rows: list[dict[str, Any]]) -> str:
-    head = "".join(f"<th style='text-align:left;padding:0 8px'>{h}</th>" for h in
-                   ("pass", "time", "share", "memory", "nodes before", "nodes after", "rewrites"))
+    head = "".join(
+        f"<th style='text-align:left;padding:0 8px'>{h}</th>"
+        for h in ("pass", "time", "share", "memory", "nodes before", "nodes after", "rewrites")
+    )
     body = []
     for r in rows:
         body.append(
-            "<tr>" + "".join(f"<td style='padding:0 8px'><code>{html.escape(str(v))}</code></td>" for v in (
-                r["pass"], f"{r['time_s'] * 1e3:.3f} ms", f"{100 * r['share']:.1f}%", f"{r['mem_bytes']} B",
-                r["nodes_before"], r["nodes_after"], r["rewrites"])) + "</tr>")
+            "<tr>"
+            + "".join(
+                f"<td style='padding:0 8px'><code>{html.escape(str(v))}</code></td>"
+                for v in (
+                    r["pass"],
+                    f"{r['time_s'] * 1e3:.3f} ms",
+                    f"{100 * r['share']:.1f}%",
+                    f"{r['mem_bytes']} B",
+                    r["nodes_before"],
+                    r["nodes_after"],
+                    r["rewrites"],
+                )
+            )
+            + "</tr>"
+        )
     return f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table>"
 
 
 def _graph_html(rec: Any, after: Graph, use_svg: bool, max_nodes: int) -> str:
     if len(after) > max_nodes:
-        return (f"<p><i>{len(after)} nodes: too many for a static drawing (raise max_nodes, or use the Inspector widget, "
-                f"which collapses kernels and focuses on a node).</i></p>")
+        return (
+            f"<p><i>{len(after)} nodes: too many for a static drawing (raise max_nodes, or use the Inspector widget, "
+            f"which collapses kernels and focuses on a node).</i></p>"
+        )
     dot_text = to_dot(after, name=rec.name, highlight=diff_highlight(rec.before, after))
     if use_svg:
         try:
             return f"<div style='overflow:auto;max-height:640px'>{render_svg(dot_text)}</div>"
         except CatenError as exc:
             return f"<p><i>{html.escape(exc.message)}</i></p><pre>{html.escape(dot_text)}</pre>"
-    return ("<p><i>Graphviz <code>dot</code> is not installed: the graph as DOT text "
-            "(paste it into any Graphviz viewer)</i></p>" f"<pre style='max-height:400px;overflow:auto'>{html.escape(dot_text)}</pre>")
+    return (
+        "<p><i>Graphviz <code>dot</code> is not installed: the graph as DOT text "
+        "(paste it into any Graphviz viewer)</i></p>"
+        f"<pre style='max-height:400px;overflow:auto'>{html.escape(dot_text)}</pre>"
+    )
 
 
 def _c_html(c_source: str, kernel_lines: dict[str, Any], program: Any) -> str:
@@ -170,10 +228,16 @@ def _c_html(c_source: str, kernel_lines: dict[str, Any], program: Any) -> str:
     for i, lh in enumerate(c_lines_html(c_source), start=1):
         ki = line_kernel.get(i)
         bg = f"background:{KERNEL_COLORS[ki % len(KERNEL_COLORS)]};" if ki is not None else ""
-        rows.append(f"<div style='{bg}white-space:pre'><span style='color:#9ca3af;display:inline-block;width:40px;"
-                    f"text-align:right;margin-right:8px'>{i}</span>{lh}</div>")
-    style = ("<style>.caten-c .k,.caten-c .kt{color:#7c3aed;font-weight:600}.caten-c .c1,.caten-c .cm{color:#6b7280}"
-             ".caten-c .cp{color:#b45309}.caten-c .mi,.caten-c .mf{color:#0369a1}.caten-c .nf{color:#1d4ed8}</style>")
-    return (f"<details><summary>C source ({c_source.count(chr(10)) + 1} lines) · flags <code>{html.escape(flags_s)}</code></summary>"
-            f"{style}<div class='caten-c' style='font-family:monospace;font-size:12px;max-height:500px;overflow:auto'>"
-            f"{''.join(rows)}</div></details>")
+        rows.append(
+            f"<div style='{bg}white-space:pre'><span style='color:#9ca3af;display:inline-block;width:40px;"
+            f"text-align:right;margin-right:8px'>{i}</span>{lh}</div>"
+        )
+    style = (
+        "<style>.caten-c .k,.caten-c .kt{color:#7c3aed;font-weight:600}.caten-c .c1,.caten-c .cm{color:#6b7280}"
+        ".caten-c .cp{color:#b45309}.caten-c .mi,.caten-c .mf{color:#0369a1}.caten-c .nf{color:#1d4ed8}</style>"
+    )
+    return (
+        f"<details><summary>C source ({c_source.count(chr(10)) + 1} lines) · flags <code>{html.escape(flags_s)}</code></summary>"
+        f"{style}<div class='caten-c' style='font-family:monospace;font-size:12px;max-height:500px;overflow:auto'>"
+        f"{''.join(rows)}</div></details>"
+    )

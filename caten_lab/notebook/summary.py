@@ -20,7 +20,9 @@ def summarize_array(name: str, a: Any, *, head: int = 6) -> dict[str, Any]:
             out.update(min=_g(finite.min()), max=_g(finite.max()), mean=_g(finite.mean()))
         if finite.size != f.size:
             out["nonfinite"] = int(f.size - finite.size)
-    out["head"] = np.array2string(flat[:head], precision=4, separator=", ") + (" …" if flat.size > head else "")
+    out["head"] = np.array2string(flat[:head], precision=4, separator=", ") + (
+        " …" if flat.size > head else ""
+    )
     return out
 
 
@@ -28,8 +30,14 @@ def _g(x: float) -> str:
     return f"{float(x):.6g}"
 
 
-def result_summary(outputs: Sequence[Any], names: Sequence[str] | None = None, *, run_s: float | None = None,
-                   note: str = "", mismatch: str | None = None) -> dict[str, Any]:
+def result_summary(
+    outputs: Sequence[Any],
+    names: Sequence[str] | None = None,
+    *,
+    run_s: float | None = None,
+    note: str = "",
+    mismatch: str | None = None,
+) -> dict[str, Any]:
     names = list(names or [])
     rows = [summarize_array(names[i] if i < len(names) else f"out{i}", a) for i, a in enumerate(outputs)]
     return {"outputs": rows, "run_s": run_s, "note": note, "mismatch": mismatch}

@@ -187,6 +187,8 @@ def unravel(flat: Dim, shape: tuple, bounds: Mapping[str, Dim]) -> tuple:
 
 
 def _unravel(flat: Dim, shape: tuple, bounds: Mapping[str, Dim]) -> tuple:
+    if any(isinstance(d, int) and d == 0 for d in shape):
+        return tuple(0 for _ in shape)  # an empty array: no element is ever read
     strides = contiguous_strides(shape)
     lin = linear_form(flat)
     out: list[Dim] = []

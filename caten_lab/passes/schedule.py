@@ -341,6 +341,13 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int]) -> Schedule:
             p = g.producer_of(p.reads[0])
         return p.attrs.name if p is not None and _is_buffer_node(p) else None
 
+    output_stores: set[int] = set()  # store chains the program returns: only these may update an input in place
+    for o in g.outputs:
+        p = g.producer_of(o)
+        while p is not None and p.op == "store":
+            output_stores.add(p.id)
+            p = g.producer_of(p.reads[0])
+
     kernels: list[tuple[float, Kernel]] = []
     kid_order = sorted(range(len(plan.roots)), key=lambda k: pos[plan.roots[k].id])
     for kid in kid_order:
@@ -349,7 +356,8 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int]) -> Schedule:
             dst = root.reads[0]
             dst_buf = value_buffer[dst]
             reads_dst = _kernel_reads_buffer(g, plan, kid, dst_buf, value_buffer)
-            if g.n_users(dst) > 1 or reads_dst:
+            external = buffers.get(dst_buf) is not None and buffers[dst_buf].kind in ("input", "state")
+            if g.n_users(dst) > 1 or reads_dst or (external and root.id not in output_stores):
                 copy = f"c{root.id}"
                 buffers[copy] = BufferInfo(copy, buffers[dst_buf].shape, buffers[dst_buf].dtype, "intermediate")
                 kernels.append((pos[root.id] - 0.5, _copy_kernel(g, dst, dst_buf, copy)))

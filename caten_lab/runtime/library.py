@@ -39,6 +39,9 @@ class Library:
         self.lib = lib
         self.path = path
         self._threads = -1
+        self._ptrs = None
+        self._last: list = []
+        self._keep: list = []
 
     def set_threads(self, n: int) -> None:
         if n != self._threads:
@@ -50,12 +53,18 @@ class Library:
 
         With ``profile`` (a float64 array, one slot per kernel call), ``caten_run_profile`` adds each
         kernel call's wall time to its slot."""
-        ptrs = FFI.new("void *[]", max(1, len(arrays)))
-        keep = []
+        n = len(arrays)
+        if self._ptrs is None or len(self._last) != n:
+            self._ptrs = FFI.new("void *[]", max(1, n))
+            self._last = [None] * n
+            self._keep = [None] * n
+        ptrs, last, keep = self._ptrs, self._last, self._keep
         for i, a in enumerate(arrays):
-            buf = FFI.from_buffer(a)
-            keep.append(buf)
-            ptrs[i] = FFI.cast("void *", buf)
+            if a is not last[i]:  # weights and workspaces keep their identity across calls: reuse the pointer
+                buf = FFI.from_buffer(a)
+                ptrs[i] = FFI.cast("void *", buf)
+                last[i] = a
+                keep[i] = buf
         sym = np.asarray(symbols if symbols else [0], dtype=np.int64)
         err = np.zeros(8, dtype=np.int64)
         sym_p = FFI.cast("const int64_t *", FFI.from_buffer(sym))
@@ -64,5 +73,4 @@ class Library:
             self.lib.caten_run(ptrs, sym_p, err_p)  # type: ignore[attr-defined]
         else:
             self.lib.caten_run_profile(ptrs, sym_p, err_p, FFI.cast("double *", FFI.from_buffer(profile)))  # type: ignore[attr-defined]
-        del keep
         return err

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+from array import array
 from dataclasses import dataclass, field
 
 from caten_lab.errors import CatenError
@@ -628,7 +629,7 @@ def _infer(action: ir.ActionIR) -> TypeInfo:
     intern = StateInterner()
     entry[0] = intern({name: t for name, t in action.params})
     order = reverse_postorder(blocks)
-    pos = [-1] * len(blocks)
+    pos = array("q", [-1]) * len(blocks)  # compact: no int object per block
     for i, b in enumerate(order):
         pos[b] = i
     acyclic = all(pos[s] > pos[b] for b in order for s in blocks[b].successors())

@@ -216,6 +216,29 @@ ParamType = ScalarType | ArrayType
 
 
 @dataclass(slots=True)
+class SIf:
+    """Structure note: the branch ending block ``cond_block`` is an if/else whose arms are the
+    sequences ``then`` / ``orelse`` (block ids and nested notes), meeting again at block ``merge``."""
+
+    cond_block: int
+    then: list
+    orelse: list
+    merge: int
+
+
+@dataclass(slots=True)
+class SLoop:
+    """Structure note: a loop whose header block branches into ``body`` or out (to ``orelse``, then
+    ``exit``). ``latch`` is the block a for loop's ``continue`` goes to (the counter increment)."""
+
+    header: int
+    body: list
+    orelse: list
+    exit: int
+    latch: int | None = None
+
+
+@dataclass(slots=True)
 class ActionIR:
     """One action as a CFG; block 0 is the entry. ``returns`` is None for ``-> None`` / no value,
     or ``INFER`` when the annotation is missing (then inferred from the return statements)."""
@@ -226,6 +249,9 @@ class ActionIR:
     blocks: list[Block]
     file: str = "<unknown>"
     firstline: int = 0
+    # How the blocks nest in the source (a sequence of block ids, SIf and SLoop notes), recorded by
+    # the lowering so the C renderer can emit structured loops; None for CFGs built by hand.
+    structure: list | None = None
 
     def where(self, line: int) -> str:
         """``file:line`` plus the source line text, for error messages."""

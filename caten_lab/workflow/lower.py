@@ -165,6 +165,7 @@ class _Lowerer:
         self.offset = offset
         self.blocks: list[ir.Block] = []
         self.cur: ir.Block = self._new_block()
+        self.seq: list = [0]  # the structure sequence being filled (see ir.SIf / ir.SLoop)
         self.loops: list[tuple[int, int]] = []  # (continue target, break target)
         self.counter = 0
         self.locals: set[str] = set()
@@ -187,11 +188,15 @@ class _Lowerer:
     def _terminate(self, term: ir.Terminator) -> None:
         self.cur.term = term
         self.cur = self._new_block()  # statements after a terminator land in an unreachable block
+        self.seq.append(self.cur.id)
 
-    def _switch(self, block: ir.Block) -> None:
-        if self.cur.term is None:
-            self.cur.term = ir.Jump(block.id)
+    def _enter(self, block: ir.Block, seq: list) -> list:
+        """Make ``block`` current as the first block of the structure sequence ``seq``; returns the old one."""
+        old = self.seq
+        self.seq = seq
+        seq.append(block.id)
         self.cur = block
+        return old
 
     def _hidden(self, kind: str) -> str:
         self.counter += 1
@@ -272,7 +277,7 @@ class _Lowerer:
                 None, line=self.line(fn_node.body[-1]) if fn_node.body else 0, implicit=True
             )
         return ir.ActionIR(
-            fn_node.name, self.params, ret, self.blocks, self.file, self.offset + fn_node.lineno
+            fn_node.name, self.params, ret, self.blocks, self.file, self.offset + fn_node.lineno, self.seq
         )
 
     def _scan_names_and_rejects(self, body: list[ast.stmt]) -> None:
@@ -467,18 +472,24 @@ class _Lowerer:
 
     def if_stmt(self, st: ast.If) -> None:
         line = self.line(st)
+        cond_block = self.cur
         cond = self.expr(st.test)
-        then_b, after = self._new_block(), None
+        then_b = self._new_block()
         else_b = self._new_block() if st.orelse else None
         after = self._new_block()
-        self.cur.term = ir.Branch(cond, then_b.id, (else_b or after).id, line)
-        self.cur = then_b
+        cond_block.term = ir.Branch(cond, then_b.id, (else_b or after).id, line)
+        then_seq: list = []
+        else_seq: list = []
+        parent = self._enter(then_b, then_seq)
         self.suite(st.body)
-        self._switch(after) if else_b is None else self._goto(after)
+        self._goto(after)
         if else_b is not None:
-            self.cur = else_b
+            self._enter(else_b, else_seq)
             self.suite(st.orelse)
-            self._switch(after)
+            self._goto(after)
+        self.seq = parent
+        parent.append(ir.SIf(cond_block.id, then_seq, else_seq, after.id))
+        self._enter(after, parent)
 
     def _goto(self, block: ir.Block) -> None:
         if self.cur.term is None:
@@ -487,20 +498,40 @@ class _Lowerer:
     def while_stmt(self, st: ast.While) -> None:
         line = self.line(st)
         header = self._new_block()
-        self._switch(header)
+        self._goto(header)
         body, after = self._new_block(), self._new_block()
         else_b = self._new_block() if st.orelse else None
         header.term = ir.Branch(self.expr(st.test), body.id, (else_b or after).id, line)
-        self.cur = body
-        self.loops.append((header.id, after.id))
+        self._loop_bodies(st, header, body, None, else_b, after)
+
+    def _loop_bodies(
+        self,
+        st: ast.While | ast.For,
+        header: ir.Block,
+        body: ir.Block,
+        latch: ir.Block | None,
+        else_b: ir.Block | None,
+        after: ir.Block,
+        counter: str | None = None,
+    ) -> None:
+        body_seq: list = []
+        else_seq: list = []
+        parent = self._enter(body, body_seq)
+        if counter is not None:  # for loops: the loop variable takes the hidden counter's value
+            line = self.line(st)
+            body.stmts.append(ir.Assign(st.target.id, ir.Name(counter, line), line))  # type: ignore[union-attr]
+        cont = (latch or header).id
+        self.loops.append((cont, after.id))
         self.suite(st.body)
         self.loops.pop()
-        self._goto(header)
+        self._goto(latch or header)
         if else_b is not None:
-            self.cur = else_b
+            self._enter(else_b, else_seq)
             self.suite(st.orelse)
             self._goto(after)
-        self.cur = after
+        self.seq = parent
+        parent.append(ir.SLoop(header.id, body_seq, else_seq, after.id, latch.id if latch else None))
+        self._enter(after, parent)
 
     def for_stmt(self, st: ast.For) -> None:
         line = self.line(st)
@@ -541,7 +572,7 @@ class _Lowerer:
                 raise self.error(st, "range() step must be a nonzero integer")
             step_e = ir.Const(step_const, line)
         header = self._new_block()
-        self._switch(header)
+        self._goto(header)
         c, s = ir.Name(counter, line), ir.Name(stop_v, line)
         if step_const is None:
             zero = ir.Const(0, line)
@@ -558,19 +589,9 @@ class _Lowerer:
         body, latch, after = self._new_block(), self._new_block(), self._new_block()
         else_b = self._new_block() if st.orelse else None
         header.term = ir.Branch(cond, body.id, (else_b or after).id, line)
-        self.cur = body
-        body.stmts.append(ir.Assign(st.target.id, ir.Name(counter, line), line))
-        self.loops.append((latch.id, after.id))
-        self.suite(st.body)
-        self.loops.pop()
-        self._goto(latch)
         latch.stmts.append(ir.Assign(counter, ir.Binary("+", ir.Name(counter, line), step_e, line), line))
         latch.term = ir.Jump(header.id, line)
-        if else_b is not None:
-            self.cur = else_b
-            self.suite(st.orelse)
-            self._goto(after)
-        self.cur = after
+        self._loop_bodies(st, header, body, latch, else_b, after, counter)
 
     # ------------------------------------------------------------------ expressions
     def indices(self, sl: ast.expr) -> list[ir.Expr]:

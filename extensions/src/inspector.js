@@ -64,7 +64,7 @@ function makeLayoutEngine() {
     if (cache.size > 400) cache.delete(cache.keys().next().value);
     return p;
   };
-  return { layout, isCached: (dot) => cache.has(dot) };
+  return { layout, isCached: (dot) => cache.has(dot), mode: () => (worker === null ? "main-thread" : "worker") };
 }
 
 function engine() {
@@ -105,6 +105,54 @@ function fmtBytes(b) {
     i++;
   }
   return `${b.toFixed(i ? 1 : 0)} ${u[i]}`;
+}
+
+// ---- C syntax highlighting (in the browser: keeps Pygments off the kernel's path) ---------------
+const C_KEYWORDS = new Set("for if else while do return static inline const restrict void struct typedef sizeof break continue switch case default extern volatile goto enum union".split(" "));
+const C_TYPES = /^(?:int|float|double|char|long|short|unsigned|signed|bool|_Bool|size_t|ptrdiff_t|u?int(?:8|16|32|64)_t)$/;
+const C_TOKEN = /(\/\*.*?\*\/|\/\*.*$)|(\/\/.*$)|("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')|(\b(?:0[xX][0-9a-fA-F]+|\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+(?:[eE][+-]?\d+)?)[fFuUlL]*\b)|([A-Za-z_]\w*)(?=\s*\()|([A-Za-z_]\w*)|([^\w\s"'/]+|\/)/g;
+const escHtml = (t) => t.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
+function highlightC(text) {
+  const out = [];
+  let inComment = false;
+  for (const line of text.replace(/\n$/, "").split("\n")) {
+    let rest = line;
+    let html = "";
+    if (inComment) {
+      const end = rest.indexOf("*/");
+      if (end < 0) {
+        out.push(`<span class="cm">${escHtml(rest)}</span>`);
+        continue;
+      }
+      html += `<span class="cm">${escHtml(rest.slice(0, end + 2))}</span>`;
+      rest = rest.slice(end + 2);
+      inComment = false;
+    }
+    if (/^\s*#/.test(rest)) {
+      out.push(html + `<span class="cp">${escHtml(rest)}</span>`);
+      continue;
+    }
+    let last = 0;
+    rest.replace(C_TOKEN, (m, blk, line1, str, num, fn, ident, op, offset) => {
+      html += escHtml(rest.slice(last, offset));
+      last = offset + m.length;
+      let cls = "";
+      if (blk) {
+        cls = "cm";
+        if (!blk.endsWith("*/") || blk.length < 4) inComment = true;
+      } else if (line1) cls = "c1";
+      else if (str) cls = "s";
+      else if (num) cls = /[.eE]/.test(num) && !/^0[xX]/.test(num) ? "mf" : "mi";
+      else if (fn) cls = C_KEYWORDS.has(fn) ? "k" : C_TYPES.test(fn) ? "kt" : "nf";
+      else if (ident) cls = C_KEYWORDS.has(ident) ? "k" : C_TYPES.test(ident) ? "kt" : "";
+      else if (op) cls = "o";
+      html += cls ? `<span class="${cls}">${escHtml(m)}</span>` : escHtml(m);
+      return m;
+    });
+    out.push(html + escHtml(rest.slice(last)));
+  }
+  return out;
 }
 
 // ---- graph states ---------------------------------------------------------------------------------
@@ -212,6 +260,40 @@ function neighbourhood(state, seeds, hops) {
   return seen;
 }
 
+// Kernel of every node of a state: the schedule's membership, plus buffer nodes (named inputs, weight
+// views, consts) whose users all sit in one kernel, which are drawn inside that kernel too, so a
+// collapsed model reads as a chain of kernels instead of a fan of weights. O(N + E), cached per state.
+const kernelMaps = new WeakMap();
+
+function kernelOf(state, nodeKernel) {
+  const hit = kernelMaps.get(state);
+  if (hit && hit.nodeKernel === nodeKernel) return hit.map;
+  const map = new Map();
+  const prod = producerMap(state);
+  const users = new Map();
+  const order = [...state.nodes.keys()];
+  for (const id of order) {
+    const k = nodeKernel.get(id);
+    if (k !== undefined) map.set(id, k);
+    for (const r of state.nodes.get(id).reads) {
+      if (typeof r !== "string") continue;
+      const p = prod.get(r);
+      if (p === undefined) continue;
+      if (!users.has(p)) users.set(p, []);
+      users.get(p).push(id);
+    }
+  }
+  for (let i = order.length - 1; i >= 0; i--) {
+    const id = order[i];
+    if (map.has(id) || state.nodes.get(id).rec.cat !== "buffer") continue;
+    const us = users.get(id) || [];
+    const ks = new Set(us.map((u) => map.get(u)));
+    if (us.length && ks.size === 1 && !ks.has(undefined)) map.set(id, [...ks][0]);
+  }
+  kernelMaps.set(state, { nodeKernel, map });
+  return map;
+}
+
 // Build the DOT of one drawn graph. opts: {prefix, marks: Map(id->colour), dashed: Set, keep: Set|null,
 // kernelsOn: bool (the graph is scheduled), boxed(kernel) -> bool, nodeKernel: Map, kernelIndex: Map}
 function toDot(state, opts) {
@@ -224,9 +306,10 @@ function toDot(state, opts) {
     '  node [shape=box, style="rounded,filled", fontname="Courier", fontsize=9, margin="0.06,0.03", height=0.3];',
     "  edge [arrowsize=0.5, color=\"#6b7280\"];",
   ];
+  const member = kernelsOn ? kernelOf(state, nodeKernel) : null;
   const groupOf = (id) => {
     if (!kernelsOn) return null;
-    const k = nodeKernel.get(id);
+    const k = member.get(id);
     return k !== undefined && boxed(k) ? k : null;
   };
   const boxes = new Map(); // kernel -> {count, mark}
@@ -247,7 +330,7 @@ function toDot(state, opts) {
       boxes.set(g, b);
       continue;
     }
-    const k = kernelsOn ? nodeKernel.get(id) : undefined;
+    const k = kernelsOn ? member.get(id) : undefined;
     if (k !== undefined) {
       if (!clusters.has(k)) clusters.set(k, []);
       clusters.get(k).push(nodeLine(id, n));
@@ -312,6 +395,16 @@ function diffSets(before, after) {
   return { added, removed, changed };
 }
 
+// scroll a box so that `item` is visible, without scrolling the notebook around it
+function scrollWithin(box, item, center) {
+  if (!box || !item) return;
+  const top = item.offsetTop; // the box is position: relative, so this is relative to it
+  const bottom = top + item.offsetHeight;
+  if (center) box.scrollTop = Math.max(0, top - box.clientHeight / 3);
+  else if (top < box.scrollTop) box.scrollTop = top;
+  else if (bottom > box.scrollTop + box.clientHeight) box.scrollTop = bottom - box.clientHeight;
+}
+
 // ---- the widget -------------------------------------------------------------------------------------
 // a pass worth showing when unchanged passes are hidden: it changed the graph, failed, or produced artifacts
 const interesting = (p) => p.changed || p.error || (p.artifacts && p.artifacts.length > 0);
@@ -349,7 +442,9 @@ function render({ model, el }) {
   });
   const toggled = new Set(); // kernels the user expanded (when collapsed) or collapsed (when framed)
   const scheduleAt = data.passes.findIndex((p) => (p.artifacts || []).includes("schedule"));
-  const kernelsOnAt = (pi) => kernels.length > 0 && scheduleAt >= 0 && pi >= scheduleAt;
+  // kernels are drawn from the scheduling pass on; before it only on request (collapse), for the nodes
+  // that survive into the scheduled graph (node ids are stable across passes)
+  const kernelsOnAt = (pi) => kernels.length > 0 && ((scheduleAt >= 0 && pi >= scheduleAt) || model.get("collapse_kernels"));
   const boxed = (k) => model.get("collapse_kernels") !== toggled.has(k);
   const renderAnyway = new Set();
   let playTimer = null;
@@ -379,6 +474,11 @@ function render({ model, el }) {
 
   function showTab(name) {
     local.tab = name;
+    // the matplotlib chart is drawn by the kernel only when somebody looks at it
+    if (name === "profile" && !model.get("profile_png") && !(data.profile && data.profile.png) && !local.askedProfile) {
+      local.askedProfile = true;
+      model.send({ type: "need_profile_png" });
+    }
     for (const [n, p] of Object.entries(paneEls)) p.style.display = n === name ? "" : "none";
     for (const [n, b] of Object.entries(tabBtns)) b.classList.toggle("active", n === name);
   }
@@ -432,7 +532,8 @@ function render({ model, el }) {
         h("label", {}, "focus hops ", hopsIn),
         btn("−", "zoom out", () => zoom(1 / 1.25)),
         btn("fit", "fit width", () => zoom(0)),
-        btn("+", "zoom in", () => zoom(1.25))
+        btn("+", "zoom in", () => zoom(1.25)),
+        btn("SVG", "download the drawn graph as an SVG file", () => downloadSvg(), "ci-svg")
       ),
       h("div", { class: "ci-main" }, passListEl, graphEl, detailEl)
     );
@@ -506,6 +607,16 @@ function render({ model, el }) {
     playBtn.textContent = "play";
   }
 
+  function downloadSvg() {
+    const svg = graphEl.querySelector("svg");
+    if (!svg) return;
+    const p = data.passes[model.get("pass_index")];
+    const blob = new Blob([svg.outerHTML], { type: "image/svg+xml" });
+    const a = h("a", { href: URL.createObjectURL(blob), download: `caten_${p.index}_${p.name}.svg` });
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+  }
+
   function zoom(f) {
     zoomState.scale = f === 0 ? 1 : Math.max(0.1, Math.min(8, zoomState.scale * f));
     for (const svg of graphEl.querySelectorAll("svg")) applyZoom(svg);
@@ -553,8 +664,7 @@ function render({ model, el }) {
       );
       passListEl.append(item);
     });
-    const curEl = passListEl.querySelector(".current");
-    if (curEl && curEl.scrollIntoView) curEl.scrollIntoView({ block: "nearest" });
+    scrollWithin(passListEl, passListEl.querySelector(".current"), false);
   }
 
   function drawSpecs(pair, pi) {
@@ -562,11 +672,6 @@ function render({ model, el }) {
     const sel = model.get("selected_node");
     const hops = model.get("focus_hops");
     const { added, removed, changed } = diffSets(pair.before, pair.after);
-    const rwMarks = new Map();
-    if (pair.rewrite) {
-      for (const id of pair.rewrite.matched) rwMarks.set(id, REMOVED);
-      for (const i of pair.rewrite.produced) rwMarks.set(data.nodes[i].id, ADDED);
-    }
     const cap = model.get("node_cap");
     const focusFor = (state) => {
       if (!state) return null;
@@ -606,7 +711,6 @@ function render({ model, el }) {
       if (showAfter && pair.after) specs.push({ caption: "after", state: pair.after, opts: { ...common, prefix: "a", marks: marksFor("after"), keep: focusFor(pair.after) } });
     }
     for (const s of specs) s.count = s.opts.keep ? s.opts.keep.size : s.state.nodes.size;
-    void rwMarks;
     return { specs, added, removed, changed };
   }
 
@@ -614,9 +718,10 @@ function render({ model, el }) {
     if (!spec.opts.kernelsOn) return spec.count;
     const ks = new Set();
     let n = 0;
+    const member = kernelOf(spec.state, nodeKernel);
     for (const id of spec.state.nodes.keys()) {
       if (spec.opts.keep && !spec.opts.keep.has(id)) continue;
-      const k = nodeKernel.get(id);
+      const k = member.get(id);
       if (k !== undefined && boxed(k)) ks.add(k);
       else n++;
     }
@@ -696,10 +801,9 @@ function render({ model, el }) {
       holder.innerHTML = svg;
       const svgEl = holder.querySelector("svg");
       if (svgEl) {
-        svgEl.removeAttribute("viewBox_"); // keep viewBox for scaling
         applyZoom(svgEl);
       }
-      holder.addEventListener("click", (e) => onGraphClick(e, spec));
+      holder.addEventListener("click", (e) => onGraphClick(e));
     }
     markSelection();
     renderDetails(pair);
@@ -708,6 +812,7 @@ function render({ model, el }) {
     root.dataset.pass = String(pi);
     root.dataset.rewrite = String(k);
     root.dataset.renderMs = lastRenderMs.toFixed(1);
+    root.dataset.layout = engine().mode();
     model.set("status", JSON.stringify({ pass: pi, rewrite: k, view: model.get("view"), ms: Math.round(lastRenderMs), graphs: results.length }));
     model.save_changes();
     prefetch();
@@ -729,19 +834,17 @@ function render({ model, el }) {
     if (!next) return;
     setTimeout(() => {
       if (model.get("pass_index") !== pi || model.get("rewrite_index") !== k) return;
-      const saved = [model.get("pass_index"), model.get("rewrite_index")];
       // compute the DOT of the next step without touching the model
       const np = data.passes[next[0]];
       let pair;
       if (next[1] >= 1) pair = { before: replayer.state(next[0], next[1] - 1), after: replayer.state(next[0], next[1]), rewrite: np.rewrites[next[1] - 1] };
       else pair = { before: np.before === null ? null : stateFromGraph(data, np.before), after: np.after === null ? null : stateFromGraph(data, np.after), rewrite: null };
-      void saved;
       const { specs } = drawSpecs(pair, next[0]);
       for (const spec of specs) if (visibleCount(spec) <= model.get("node_cap")) engine().layout(toDot(spec.state, spec.opts));
     }, 50);
   }
 
-  function onGraphClick(e, spec) {
+  function onGraphClick(e) {
     const gEl = e.target.closest("g.node, g.cluster");
     if (!gEl || !gEl.id) return;
     const id = gEl.id.slice(1);
@@ -758,7 +861,6 @@ function render({ model, el }) {
       model.set("selected_node", parseInt(id.slice(1), 10));
       model.save_changes();
     }
-    void spec;
   }
 
   function markSelection() {
@@ -834,7 +936,7 @@ function render({ model, el }) {
     );
     const lineKernel = new Map();
     for (const [k2, [a, b]] of Object.entries(cd.kernel_lines || {})) for (let i = a; i <= b; i++) lineKernel.set(i, k2);
-    const html = cd.lines_html || text.split("\n").map((l) => l.replace(/&/g, "&amp;").replace(/</g, "&lt;"));
+    const html = cd.lines_html || highlightC(text);
     const tbl = h("div", { class: "ci-c-lines" });
     cRows = [];
     html.forEach((lh, i) => {
@@ -875,7 +977,7 @@ function render({ model, el }) {
     showTab("c");
     for (const r of cRows) r.classList.remove("ci-c-hit");
     for (const ln of lines) if (cRows[ln - 1]) cRows[ln - 1].classList.add("ci-c-hit");
-    if (lines.length && cRows[lines[0] - 1]) cRows[lines[0] - 1].scrollIntoView({ block: "center" });
+    if (lines.length && cRows[lines[0] - 1]) scrollWithin(c.querySelector(".ci-c-lines"), cRows[lines[0] - 1], true);
     const info = c.querySelector(".ci-c-info");
     if (info) {
       info.replaceChildren(h("span", { text: node !== undefined ? `lines of node n${node}: ${lines.length} ` : `kernel ${kernel} ` }));
@@ -898,7 +1000,15 @@ function render({ model, el }) {
     const pp = paneEls.profile;
     if (!pp) return;
     const prof = data.profile || {};
-    if (prof.png) pp.append(h("img", { class: "ci-profile-img", src: `data:image/png;base64,${prof.png}` }));
+    const img = h("img", { class: "ci-profile-img", alt: "time per pass (matplotlib)" });
+    const setImg = () => {
+      const png = model.get("profile_png") || prof.png;
+      if (png) img.src = `data:image/png;base64,${png}`;
+      img.style.display = png ? "" : "none";
+    };
+    setImg();
+    model.on("change:profile_png", setImg);
+    pp.append(img);
     const rows = prof.rows && prof.rows.length ? prof.rows : data.passes.map((p) => ({ pass: p.name, time_s: p.wall_s, mem_bytes: p.mem_bytes, nodes_before: p.nodes_before, nodes_after: p.nodes_after, rewrites: p.n_rewrites }));
     const total = rows.reduce((a, r) => a + (r.time_s || 0), 0) || 1;
     const tbl = h("table", { class: "ci-profile-table" });

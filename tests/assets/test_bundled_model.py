@@ -92,7 +92,7 @@ def _heldout_ids(bpe, heldout_text, n_tokens: int):
 
 def test_heldout_loss_is_far_below_chance_and_unigram(model, bpe, heldout_text):
     block = 128
-    ids = _heldout_ids(bpe, heldout_text, 4 * block + 1)
+    ids = _heldout_ids(bpe, heldout_text, 24 * block + 1)
     windows = torch.tensor([ids[i : i + block + 1] for i in range(0, len(ids) - block, block)])
     with torch.no_grad():
         logits = model(input_ids=windows[:, :-1]).logits
@@ -103,7 +103,7 @@ def test_heldout_loss_is_far_below_chance_and_unigram(model, bpe, heldout_text):
     unigram = -sum(c * math.log(c / len(targets)) for c in counts.values()) / len(targets)
     chance = math.log(model.config.vocab_size)
     assert loss.item() < 0.65 * chance, (loss.item(), chance)
-    assert loss.item() < unigram - 0.5, (loss.item(), unigram)
+    assert loss.item() < unigram - 1.0, (loss.item(), unigram)
 
 
 def test_greedy_generation_reads_like_the_corpus(model, bpe, heldout_text):

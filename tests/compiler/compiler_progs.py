@@ -288,6 +288,16 @@ def _tol(dt: np.dtype, floor: np.dtype | None) -> dict:
     return {"rtol": max(a["rtol"], b["rtol"]), "atol": max(a["atol"], b["atol"])}
 
 
+def slow_scale() -> float:
+    """Multiplier for @slow tests: CATEN_SLOW_SCALE (default 1 = the reduced size CI runs)."""
+    import os
+
+    try:
+        return max(0.1, float(os.environ.get("CATEN_SLOW_SCALE", "1")))
+    except ValueError:
+        return 1.0
+
+
 def tolerance(dt: np.dtype) -> dict:
     if dt == np.float16:
         return {"rtol": 2e-2, "atol": 2e-2}

@@ -17,11 +17,3 @@ def caten_cache_dir(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
         os.environ.pop("CATEN_CACHE_DIR", None)
     else:
         os.environ["CATEN_CACHE_DIR"] = old
-
-
-def slow_scale() -> float:
-    """Multiplier for @slow tests: CATEN_SLOW_SCALE (default 1 = the reduced size CI runs)."""
-    try:
-        return max(0.1, float(os.environ.get("CATEN_SLOW_SCALE", "1")))
-    except ValueError:
-        return 1.0

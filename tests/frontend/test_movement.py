@@ -202,3 +202,12 @@ def test_setitem_on_computed_tensor_and_dtype_cast() -> None:
     want = a + 1
     want[1] = [1, 2, 3]
     close(x.numpy(), want)
+
+
+def test_integer_tensor_index_takes_rows() -> None:
+    w = arr(6, 3, 2)
+    ids = np.array([[5, 0], [2, 2]], np.int64)
+    close(T(w)[T(ids)].numpy(), w[ids])
+    close(T(w[:, 0, 0])[T(ids.astype(np.int32))].numpy(), w[:, 0, 0][ids])
+    i = arr(4, dtype="int32")
+    close(T(i)[T(np.array([3, 1]))].numpy(), i[[3, 1]])

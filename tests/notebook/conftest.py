@@ -84,17 +84,29 @@ def fake_program(graph: Graph, trace: Any) -> FakeProgram:
     nodes = [n for n in graph.nodes if n.op != "allocate"]
     half = max(1, len(nodes) // 2)
     k0, k1 = nodes[:half], nodes[half:]
-    c_lines = ["#include <math.h>", "", "void k0(float *restrict out, const float *restrict a) {",
-               "  for (int i = 0; i < 16; i++) {", "    out[i] = exp2f(a[i] + 6.0f);", "  }", "}",
-               "void k1(float *restrict out, const float *restrict a, const float *restrict t) {",
-               "  for (int i = 0; i < 16; i++) out[i] = fmaxf(t[i], sqrtf(a[i]));", "}"]
+    c_lines = [
+        "#include <math.h>",
+        "",
+        "void k0(float *restrict out, const float *restrict a) {",
+        "  for (int i = 0; i < 16; i++) {",
+        "    out[i] = exp2f(a[i] + 6.0f);",
+        "  }",
+        "}",
+        "void k1(float *restrict out, const float *restrict a, const float *restrict t) {",
+        "  for (int i = 0; i < 16; i++) out[i] = fmaxf(t[i], sqrtf(a[i]));",
+        "}",
+    ]
     smap: list[list[int]] = [[] for _ in c_lines]
     for ln in (3, 4, 5, 6):
         smap[ln - 1] = [n.id for n in k0]
     for ln in (8, 9):
         smap[ln - 1] = [n.id for n in k1]
-    sched = FakeSchedule([FakeKernel("k0", None, ["a"], ["t"], [n.id for n in k0]),
-                          FakeKernel("k1", None, ["a", "t"], ["out"], [n.id for n in k1])])
+    sched = FakeSchedule(
+        [
+            FakeKernel("k0", None, ["a"], ["t"], [n.id for n in k0]),
+            FakeKernel("k1", None, ["a", "t"], ["out"], [n.id for n in k1]),
+        ]
+    )
     return FakeProgram(graph, trace, "\n".join(c_lines), smap, {"k0": (3, 7), "k1": (8, 10)}, sched)
 
 

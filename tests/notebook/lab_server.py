@@ -15,9 +15,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 
 
 def find_chromium(install: bool = True) -> tuple[str | None, str]:
@@ -32,7 +40,9 @@ def find_chromium(install: bool = True) -> tuple[str | None, str]:
         return None, "chromium is not installed and cannot be installed here (not root, or no apt-get)"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     try:
-        subprocess.run(["apt-get", "install", "-y", "chromium"], env=env, capture_output=True, timeout=600, check=True)
+        subprocess.run(
+            ["apt-get", "install", "-y", "chromium"], env=env, capture_output=True, timeout=600, check=True
+        )
     except (subprocess.SubprocessError, OSError) as exc:
         return None, f"chromium is not installed and `apt-get install chromium` failed: {exc}"
     path = shutil.which("chromium")
@@ -52,12 +62,28 @@ def jupyter_lab(root_dir: Path, token: str = "catentest") -> Iterator[str]:
     settings = root_dir / ".lab-settings"
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
     (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        '{"fetchNews": "false", "checkForUpdates": false}')
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               JUPYTER_CONFIG_DIR=str(root_dir / ".jupyter"), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root_dir}",
-           f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={root_dir / '.workspaces'}"]
+        '{"fetchNews": "false", "checkForUpdates": false}'
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        JUPYTER_CONFIG_DIR=str(root_dir / ".jupyter"),
+        OMP_NUM_THREADS="1",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root_dir}",
+        f"--LabApp.user_settings_dir={settings}",
+        f"--LabApp.workspaces_dir={root_dir / '.workspaces'}",
+    ]
     log = open(root_dir / "lab.log", "w")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root_dir)
     base = f"http://127.0.0.1:{port}"

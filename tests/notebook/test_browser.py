@@ -16,11 +16,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.notebook.lab_server import CHROMIUM_ARGS, REPO, find_chromium, jupyter_lab
+from .lab_server import CHROMIUM_ARGS, REPO, find_chromium, jupyter_lab
 
 pytestmark = pytest.mark.slow
 
-CELL_MODEL = '''%%caten --check
+CELL_MODEL = """%%caten --check
 # a one-layer GPT-2 (random weights), with a redundant epilogue so simplify has rewrites to step through
 import numpy as np
 from caten_lab.frontend import Tensor
@@ -29,9 +29,9 @@ model = GPT2(GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=1, n_h
 tokens = Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name="tokens")
 logits = model(tokens, 0)
 (logits * 1.0 + 0.0) / 1.0
-'''
+"""
 
-CELL_RUNNER = '''import time
+CELL_RUNNER = """import time
 from caten_lab.notebook import GPT2Runner
 WORDS = ["The", " compiler", " turns", " graphs", " into", " loops", " and", " C", "."]
 def fake_generate(prompt, *, max_new_tokens, temperature, top_k, top_p, seed):
@@ -41,14 +41,34 @@ def fake_generate(prompt, *, max_new_tokens, temperature, top_k, top_p, seed):
         yield i, w, [(w, 0.6), (" the", 0.3), (" a", 0.1)]
 runner = GPT2Runner(fake_generate, prompt="Once upon a time", max_new_tokens=12, show_probs=True)
 runner
-'''
+"""
+
+
+# layers of the big model: 4 by default (~500 nodes, over the node cap); CATEN_SLOW_SCALE=1 -> 12 (~1500)
+BIG_LAYERS = max(4, min(12, round(12 * float(os.environ.get("CATEN_SLOW_SCALE", "0.34")))))
+CELL_BIG = f"""%%caten --no-run
+# a {BIG_LAYERS}-layer GPT-2 (narrow): more nodes than the Inspector lays out unasked; it collapses kernels
+import numpy as np
+from caten_lab.frontend import Tensor
+from caten_lab.nn.gpt2 import GPT2, GPT2Config
+big = GPT2(GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer={BIG_LAYERS}, n_head=4))
+big(Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name="tokens"), 0)
+"""
 
 
 def _notebook(path: Path) -> None:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%load_ext caten_lab"), nbformat.v4.new_code_cell(CELL_MODEL),
-                nbformat.v4.new_code_cell(CELL_RUNNER)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext caten_lab"),
+        nbformat.v4.new_code_cell(CELL_MODEL),
+        nbformat.v4.new_code_cell(CELL_RUNNER),
+        nbformat.v4.new_code_cell(CELL_BIG),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
     nbformat.write(nb, path)
 
 
@@ -71,8 +91,9 @@ def _wait_ready(page, pass_index=None, rewrite=None, timeout=60_000):
         cond += f" && el.dataset.pass === '{pass_index}'"
     if rewrite is not None:
         cond += f" && el.dataset.rewrite === '{rewrite}'"
-    page.wait_for_function(f"() => {{ const el = document.querySelector('.caten-inspector'); return {cond}; }}",
-                           timeout=timeout)
+    page.wait_for_function(
+        f"() => {{ const el = document.querySelector('.caten-inspector'); return {cond}; }}", timeout=timeout
+    )
 
 
 def test_inspector_in_jupyterlab(tmp_path):
@@ -88,8 +109,14 @@ def test_inspector_in_jupyterlab(tmp_path):
         browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1100})
         page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-        page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" and
-                "caten" in (m.text + str(m.location)).lower() else None)
+        page.on(
+            "console",
+            lambda m: (
+                errors.append(f"console: {m.text}")
+                if m.type == "error" and "caten" in (m.text + str(m.location)).lower()
+                else None
+            ),
+        )
         page.goto(f"{base}/lab/tree/caten_test.ipynb?token=catentest")
         page.wait_for_selector(".jp-Notebook", timeout=90_000)
         page.wait_for_selector("text=/\\| Idle/", timeout=90_000)
@@ -97,10 +124,12 @@ def test_inspector_in_jupyterlab(tmp_path):
         page.click("text=Run All Cells", timeout=10_000)
         page.wait_for_selector(".caten-inspector", timeout=120_000)
         _wait_ready(page, timeout=120_000)
-        insp = page.locator(".caten-inspector")
+        insp = page.locator(".caten-inspector").first
         assets = REPO / "assets"
         assets.mkdir(exist_ok=True)
         n_passes = int(page.evaluate("() => document.querySelector('.ci-pass-slider').max")) + 1
+        layout_mode = page.evaluate("() => document.querySelector('.caten-inspector').dataset.layout")
+        assert layout_mode == "worker", f"Graphviz should lay out in a Web Worker, ran on the {layout_mode}"
         assert n_passes >= 3
 
         # step through every pass from the first
@@ -117,11 +146,13 @@ def test_inspector_in_jupyterlab(tmp_path):
         assert len(signatures) >= 3, "the drawn graph should change while stepping through passes"
 
         # every rewrite of the first pass that has rewrites, in diff view
-        counts = page.evaluate("() => [...document.querySelectorAll('.ci-pass')].map(e => e.querySelector('.ci-pass-meta').textContent)")
+        counts = page.evaluate(
+            "() => [...document.querySelectorAll('.ci-pass')].map(e => e.querySelector('.ci-pass-meta').textContent)"
+        )
         with_rw = next(i for i, t in enumerate(counts) if " rw" in t)
-        page.locator(f".ci-pass[data-index='{with_rw}']").click()
+        insp.locator(f".ci-pass[data-index='{with_rw}']").click()
         _wait_ready(page, pass_index=with_rw)
-        page.select_option(".ci-view", "diff")
+        insp.locator(".ci-view").select_option("diff")
         _wait_ready(page, pass_index=with_rw)
         n_rw = int(page.evaluate("() => document.querySelector('.ci-rw-slider').max"))
         assert n_rw >= 1
@@ -135,8 +166,27 @@ def test_inspector_in_jupyterlab(tmp_path):
             rw_sigs.add(_graph_signature(page))
         assert len(rw_sigs) >= min(n_rw, 2)
 
+        # hide unchanged passes: the pass list shrinks; play steps on its own, pause stops it
+        n_listed = insp.locator(".ci-pass").count()
+        insp.locator(".ci-hide").check()
+        page.wait_for_function(
+            f"() => document.querySelectorAll('.caten-inspector')[0]"
+            f".querySelectorAll('.ci-pass').length < {n_listed}",
+            timeout=10_000,
+        )
+        insp.locator(".ci-hide").uncheck()
+        insp.locator(".ci-first").click()
+        _wait_ready(page, pass_index=0)
+        insp.locator(".ci-play").click()
+        page.wait_for_function(
+            "() => Number(document.querySelector('.caten-inspector').dataset.pass) >= 2", timeout=30_000
+        )
+        insp.locator(".ci-play").click()
+        page.locator(f".ci-pass[data-index='{with_rw}']").first.click()
+        _wait_ready(page, pass_index=with_rw)
+
         # keyboard: the right arrow moves to the next pass
-        page.locator(".caten-inspector").focus()
+        insp.focus()
         page.keyboard.press("ArrowRight")
         _wait_ready(page, pass_index=with_rw + 1)
         page.keyboard.press("ArrowLeft")
@@ -145,70 +195,118 @@ def test_inspector_in_jupyterlab(tmp_path):
         # the scheduled graph: fused kernels drawn as frames; collapsed into boxes; a box expands on click
         names = page.evaluate("() => [...document.querySelectorAll('.ci-pass-name')].map(e => e.textContent)")
         sched = next(i for i, t in enumerate(names) if t.endswith(". schedule"))
-        page.locator(f".ci-pass[data-index='{sched}']").click()
+        insp.locator(f".ci-pass[data-index='{sched}']").click()
         _wait_ready(page, pass_index=sched)
-        page.select_option(".ci-view", "after")
+        insp.locator(".ci-view").select_option("after")
         _wait_ready(page, pass_index=sched)
-        assert page.locator(".ci-graph g.cluster").count() >= 2
-        page.locator(".ci-collapse").check()
-        page.wait_for_function("() => document.querySelectorAll('.ci-graph g.node[id^=ak]').length >= 2", timeout=30_000)
-        n_boxes = page.locator(".ci-graph g.node[id^=ak]").count()
-        page.locator(".ci-graph g.node[id^=ak]").first.click()
-        page.wait_for_function(f"() => document.querySelectorAll('.ci-graph g.node[id^=ak]').length == {n_boxes - 1}",
-                               timeout=30_000)
-        page.locator(".caten-inspector").screenshot(path=str(assets / "inspector_kernels.png"))
+        assert insp.locator(".ci-graph g.cluster").count() >= 2
+        insp.locator(".ci-collapse").check()
+        page.wait_for_function(
+            "() => document.querySelectorAll('.ci-graph g.node[id^=ak]').length >= 2", timeout=30_000
+        )
+        n_boxes = insp.locator(".ci-graph g.node[id^=ak]").count()
+        insp.locator(".ci-graph g.node[id^=ak]").first.click()
+        page.wait_for_function(
+            f"() => document.querySelectorAll('.ci-graph g.node[id^=ak]').length == {n_boxes - 1}",
+            timeout=30_000,
+        )
+        insp.screenshot(path=str(assets / "inspector_kernels.png"))
 
         # click nodes until one has C lines: details (op/shape/dtype/source), then its C lines and back
-        page.locator(".ci-collapse").uncheck()
+        insp.locator(".ci-collapse").uncheck()
         _wait_ready(page, pass_index=sched)
-        nodes = page.locator(".ci-graph g.node[id^=an]")
+        nodes = insp.locator(".ci-graph g.node[id^=an]")
         for j in range(min(nodes.count(), 40)):
             nodes.nth(j).click()
-            page.wait_for_selector(".ci-node-table", timeout=10_000)
-            if page.locator(".ci-goto-c").count():
+            insp.locator(".ci-node-table").wait_for(timeout=10_000)
+            if insp.locator(".ci-goto-c").count():
                 break
-        details = page.locator(".ci-details").inner_text()
+        details = insp.locator(".ci-details").inner_text()
         assert "op" in details and "shape" in details and "dtype" in details and "source" in details
-        page.locator(".ci-goto-c").first.click()
+        insp.locator(".ci-goto-c").first.click()
         page.wait_for_selector(".ci-c-row.ci-c-hit", timeout=10_000)
-        page.locator(".caten-inspector").screenshot(path=str(assets / "inspector_c.png"))
-        page.locator(".ci-goto-graph").first.click()
+        assert insp.locator(".ci-c-code .kt").count() > 0 and insp.locator(".ci-c-code .k").count() > 0
+        insp.screenshot(path=str(assets / "inspector_c.png"))
+        insp.locator(".ci-goto-graph").first.click()
         page.wait_for_selector(".ci-graph g.node.ci-selected", timeout=10_000)
-        page.locator(".ci-tab[data-pane='profile']").click()
+        insp.locator(".ci-tab[data-pane='profile']").click()
         page.wait_for_selector(".ci-profile-table", timeout=10_000)
-        page.locator(".caten-inspector").screenshot(path=str(assets / "inspector_profile.png"))
-        page.locator(".ci-tab[data-pane='graph']").click()
+        page.wait_for_selector(
+            ".ci-profile-img[src^='data:image/png']", timeout=30_000
+        )  # drawn by the kernel on request
+        insp.screenshot(path=str(assets / "inspector_profile.png"))
+        insp.locator(".ci-tab[data-pane='graph']").click()
 
         # the main screenshot: one rewrite of simplify, diff view, focused on what it touched
-        page.locator(f".ci-pass[data-index='{with_rw}']").click()
+        insp.locator(f".ci-pass[data-index='{with_rw}']").click()
         _wait_ready(page, pass_index=with_rw)
         page.keyboard.press("Escape")
         insp.locator(".ci-rw-next").click()
         _wait_ready(page, pass_index=with_rw, rewrite=1)
-        page.select_option(".ci-view", "side")
-        page.fill(".ci-hops", "3")
-        page.press(".ci-hops", "Enter")
+        insp.locator(".ci-view").select_option("side")
+        insp.locator(".ci-hops").fill("3")
+        insp.locator(".ci-hops").press("Enter")
         _wait_ready(page, pass_index=with_rw, rewrite=1)
         page.wait_for_timeout(300)
-        page.locator(".caten-inspector").screenshot(path=str(assets / "inspector.png"))
+        insp.screenshot(path=str(assets / "inspector.png"))
+        with page.expect_download() as download:  # SVG export straight from the browser (no `dot` needed)
+            insp.locator(".ci-svg").click()
+        assert download.value.suggested_filename.endswith("_simplify.svg")
 
         # the GPT-2 runner streams tokens from the fake generator
         page.locator(".caten-runner .cr-generate").click()
         try:
-            page.wait_for_function("() => document.querySelectorAll('.caten-runner .cr-tok').length >= 12", timeout=60_000)
+            page.wait_for_function(
+                "() => document.querySelectorAll('.caten-runner .cr-tok').length >= 12", timeout=60_000
+            )
         except Exception:
             page.screenshot(path="/tmp/h8_fail.png", full_page=True)
             print(page.locator(".caten-runner").inner_text())
             print(errors)
             raise
-        page.wait_for_function("() => document.querySelector('.caten-runner').dataset.running === '0'", timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('.caten-runner').dataset.running === '0'", timeout=30_000
+        )
         stats = page.locator(".caten-runner .cr-stats").inner_text()
         assert "12 tokens" in stats
 
         page.locator(".caten-runner").screenshot(path=str(assets / "gpt2_runner.png"))
+
+        # a multi-layer GPT-2: over the node cap, so nothing is laid out until asked; collapsing by kernel
+        # draws one box per fused kernel; "render anyway" lays out every node
+        big = page.locator(".caten-inspector").nth(1)
+        big.locator(".ci-cap").wait_for(timeout=180_000)
+        big_nodes = int(big.locator(".ci-caption").first.inner_text().split("·")[1].split()[0])
+        t0 = time.perf_counter()
+        big.locator("text=collapse by kernel").click()
+        page.wait_for_function(
+            "() => { const e = document.querySelectorAll('.caten-inspector')[1]; "
+            "return e.dataset.state === 'ready' && e.querySelectorAll('g.node').length > 0; }",
+            timeout=120_000,
+        )
+        collapsed_ms = (time.perf_counter() - t0) * 1e3
+        big_boxes = big.locator("g.node").count()
+        big.scroll_into_view_if_needed()
+        big.screenshot(path=str(assets / "inspector_big.png"))
+        big.locator(".ci-next").click()
+        page.wait_for_function(
+            "() => document.querySelectorAll('.caten-inspector')[1].dataset.pass === '1' && "
+            "document.querySelectorAll('.caten-inspector')[1].dataset.state === 'ready'",
+            timeout=120_000,
+        )
+        big_step_ms = float(
+            page.evaluate("() => document.querySelectorAll('.caten-inspector')[1].dataset.renderMs")
+        )
         browser.close()
-    print(f"\nper-step time over {len(step_ms)} steps ({n_passes} passes + {min(n_rw, 40)} rewrites), one-layer GPT-2: "
-          f"in-page median {statistics.median(render_ms):.0f} ms / max {max(render_ms):.0f} ms; "
-          f"click-to-drawn via Playwright median {statistics.median(step_ms):.0f} ms / max {max(step_ms):.0f} ms")
+    print(
+        f"\nper-step time over {len(step_ms)} steps ({n_passes} passes + {min(n_rw, 40)} rewrites), one-layer GPT-2: "
+        f"in-page median {statistics.median(render_ms):.0f} ms / max {max(render_ms):.0f} ms; "
+        f"click-to-drawn via Playwright median {statistics.median(step_ms):.0f} ms / max {max(step_ms):.0f} ms"
+    )
+    print(
+        f"{BIG_LAYERS}-layer GPT-2: {big_nodes} nodes over the cap; collapsed to {big_boxes} boxes/nodes in {collapsed_ms:.0f} ms "
+        f"(click-to-drawn), next pass in {big_step_ms:.0f} ms (in-page)"
+    )
+    assert big_boxes < big_nodes
     assert not errors, errors
     assert os.path.getsize(REPO / "assets" / "inspector.png") > 10_000

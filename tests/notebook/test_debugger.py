@@ -10,7 +10,8 @@ from caten_lab.errors import CompileError
 from caten_lab.notebook.bisect import bisect_miscompile
 from caten_lab.notebook.debugger import InvariantError, PassDebugger
 from caten_lab.passes import FunctionPass, RewritePass
-from tests.notebook.conftest import pipeline, small_graph
+
+from .conftest import pipeline, small_graph
 
 
 def _ref(g, inputs):
@@ -129,3 +130,19 @@ def test_bisect_ok_and_blames_codegen_when_graphs_agree(inputs):
 def test_bisect_on_the_real_compiler(inputs):
     res = bisect_miscompile(small_graph(), inputs)
     assert res.ok, res
+
+
+def test_debugger_over_the_compilers_default_pipeline():
+    """Step the real pipeline (graph passes, then schedule/lower/render): the C appears in ctx.artifacts."""
+    from caten_lab.frontend import Tensor, build_graph
+    from caten_lab.notebook.compile_bridge import default_pipeline
+
+    x = Tensor.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3), name="x")
+    g, arrays = build_graph([(x * 1.0 + 0.0).exp().sum(axis=1)])
+    dbg = PassDebugger(g)
+    dbg.run_to("simplify")
+    assert dbg.records[-1].name == "simplify" and dbg.records[-1].rewrites
+    dbg.run_all()
+    assert [r.name for r in dbg.records] == default_pipeline().names()
+    assert "int" in dbg.ctx.artifacts["c_source"] and dbg.ctx.artifacts["schedule"].kernels
+    assert dbg.view().pass_names == dbg.names

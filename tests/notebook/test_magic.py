@@ -88,14 +88,17 @@ def test_pass_selection(ip):
     assert names[0] not in [rec.name for rec in ip.user_ns["_caten"].trace.records]
 
 
-@pytest.mark.parametrize("line, fragment", [
-    ("--bogus", "unrecognized arguments"),
-    ("--backend cuda", "invalid choice"),
-    ("--panes graph,asm", "--panes: unknown pane"),
-    ("--symbols seq", "--symbols: expected NAME=INT"),
-    ("--passes no_such_pass", "--passes: unknown pass"),
-    ("--pipeline missing_var", "no such variable"),
-])
+@pytest.mark.parametrize(
+    "line, fragment",
+    [
+        ("--bogus", "unrecognized arguments"),
+        ("--backend cuda", "invalid choice"),
+        ("--panes graph,asm", "--panes: unknown pane"),
+        ("--symbols seq", "--symbols: expected NAME=INT"),
+        ("--passes no_such_pass", "--passes: unknown pass"),
+        ("--pipeline missing_var", "no such variable"),
+    ],
+)
 def test_bad_options_are_one_line_usage_errors(ip, capsys, line, fragment):
     r = run(ip, line, MODEL + "y")
     assert isinstance(r.error_in_exec, UsageError)
@@ -149,6 +152,12 @@ def test_failing_pass_is_named_and_the_partial_trace_kept(ip):
     assert isinstance(err, CatenCellError)
     assert "broken_pass" in err.lines[0] and "this pass is broken" in "\n".join(err.lines)
     assert err.trace is not None and err.trace.records[-1].name == "broken_pass"
+    from caten_lab.notebook import Inspector, show
+
+    assert Inspector(ip.user_ns["_caten_error"]).pass_names == [
+        "broken_pass"
+    ]  # the partial trace can be inspected
+    assert "broken_pass" in show(err).html
 
 
 def test_c_compiler_errors_show_the_c_lines(ip, monkeypatch):
@@ -176,3 +185,11 @@ def test_static_report_and_bare_graph_with_inputs(ip):
     r = run(ip, "--static --inputs feed", "g_test")
     assert r.error_in_exec is None, r.error_in_exec
     np.testing.assert_array_equal(ip.user_ns["_caten"].outputs[0], np.ones((2, 2), np.float32))
+
+
+def test_numpy_backend_runs_without_passes(ip):
+    r = run(ip, "--backend numpy --force", MODEL + "y")
+    assert r.error_in_exec is None, r.error_in_exec
+    res = ip.user_ns["_caten"]
+    np.testing.assert_allclose(res.outputs[0], expected(), rtol=1e-5, atol=1e-6)
+    assert res.trace.records == [] and res.inspector.pass_names == []

@@ -86,7 +86,8 @@ def test_payload_of_a_real_compile_links_kernels_and_c_lines_to_graph_nodes():
     w = Tensor.from_numpy(np.ones((4, 5), dtype=np.float32), name="w")
     g, arrays = build_graph([((x @ w) * 1.0).relu().sum(axis=1)])
     prog = caten_compile(g, trace=True, backend="c")
-    p = build_payload(prog)
+    p = build_payload(prog, highlight_c=True, profile_chart=True)
+    assert p["profile"]["png"]
     sched = next(i for i, q in enumerate(p["passes"]) if "schedule" in q["artifacts"])
     ids = {r["id"] for r in payload_graph(p, p["passes"][sched]["after"])}
     assert p["kernels"] and all(set(k["node_ids"]) <= ids for k in p["kernels"])
@@ -95,5 +96,7 @@ def test_payload_of_a_real_compile_links_kernels_and_c_lines_to_graph_nodes():
     assert len(p["c"]["lines_html"]) == len(p["c"]["source_map"]) == len(prog.c_source.splitlines())
     first, last = next(iter(p["c"]["kernel_lines"].values()))
     assert 1 <= first <= last <= len(p["c"]["source_map"])
-    np.testing.assert_allclose(prog(arrays)[0], np.maximum(arrays["x"] @ arrays["w"], 0).sum(axis=1, keepdims=True)
-                               .reshape(prog(arrays)[0].shape))
+    np.testing.assert_allclose(
+        prog(arrays)[0],
+        np.maximum(arrays["x"] @ arrays["w"], 0).sum(axis=1, keepdims=True).reshape(prog(arrays)[0].shape),
+    )

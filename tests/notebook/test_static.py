@@ -55,3 +55,14 @@ def test_show_accepts_a_magic_result_and_outputs(traced, inputs):
     outs = interpret(g, inputs)
     html = show(CatenResult(g, inputs, None, res.trace, outputs=outs)).html
     assert "Outputs" in html and "(4, 4)" in html
+
+
+def test_report_graph_selection(program):
+    n_svg_or_dot = lambda html: html.count("<svg") + html.count("digraph")  # noqa: E731
+    changed = show(program, chart=False).html
+    last = show(program, graphs="last", chart=False).html
+    none = show(program, graphs="none", chart=False).html
+    assert n_svg_or_dot(none) == 0 < n_svg_or_dot(last) < n_svg_or_dot(changed)
+    assert "data:image/png" not in none
+    with pytest.raises(caten_lab.CatenError, match="graphs="):
+        show(program, graphs="some")

@@ -13,7 +13,8 @@ from caten_lab.errors import CompileError
 from caten_lab.notebook.inspector import Inspector
 from caten_lab.notebook.runner import GPT2Runner
 from caten_lab.passes import FunctionPass
-from tests.notebook.conftest import pipeline, small_graph
+
+from .conftest import pipeline, small_graph
 
 
 class RecordingComm:
@@ -46,7 +47,9 @@ def recording_comm(monkeypatch):
 
 def _from_front_end(widget, **state) -> None:
     """What the kernel receives when the browser calls model.set(...); model.save_changes()."""
-    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
+    widget._handle_msg(
+        {"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []}
+    )
 
 
 def _custom_from_front_end(widget, content) -> None:
@@ -58,7 +61,12 @@ def test_inspector_state_and_payload(program):
     data = json.loads(insp.data_json)
     assert data["title"] == "t" and len(data["passes"]) == 3
     assert insp.pass_index == 0  # const_fold is the first pass that changed something
-    assert data["profile"]["png"] and data["c"]["lines_html"][0].startswith("<span")
+    assert (
+        data["c"]["text"].startswith("#include") and data["c"]["lines_html"] is None
+    )  # highlighted in the browser
+    assert insp.profile_png == ""  # drawn when the Profile tab asks for it
+    _custom_from_front_end(insp, {"type": "need_profile_png"})
+    assert insp.profile_png.startswith("iVBOR")  # a PNG, base64
     assert insp.panes == ["graph", "profile", "c", "result"]
     insp.goto("simplify", rewrite=1)
     assert (insp.pass_index, insp.rewrite_index) == (1, 1)
@@ -115,6 +123,7 @@ def test_inspector_without_a_trace_is_a_clear_error():
 
 # ---- GPT-2 runner ---------------------------------------------------------------------------------
 
+
 def fake_generate(prompt, *, max_new_tokens, temperature, top_k, top_p, seed):
     words = ["Hello", ",", " world", "!"]
     for i in range(1000):
@@ -126,7 +135,11 @@ def test_runner_streams_tokens_and_counts():
     text = r.run()
     assert text == "Hello, world!Hello,"
     assert r.n_tokens == 6 and not r.running and r.tokens_per_s > 0 and r.error == ""
-    tokens = [m["content"] for m in r.comm.messages if m.get("method") == "custom" and m["content"]["type"] == "token"]
+    tokens = [
+        m["content"]
+        for m in r.comm.messages
+        if m.get("method") == "custom" and m["content"]["type"] == "token"
+    ]
     assert [t["text"] for t in tokens] == ["Hello", ",", " world", "!", "Hello", ","]
     assert tokens[0]["probs"] == [["Hello", 0.7], ["x", 0.3]]
 
@@ -160,3 +173,29 @@ def test_runner_passes_only_the_options_the_generator_takes_and_reports_errors()
     assert seen == {"max": 3} and r.generated == "x" and "model exploded" in r.error
     with pytest.raises(TypeError):
         GPT2Runner("not callable")
+
+
+def test_runner_over_a_real_caten_gpt2_step_function():
+    """The adapter turns GPT2.step into the generator protocol; greedy output equals GPT2.generate."""
+    from caten_lab.nn.gpt2 import GPT2, GPT2Config
+    from caten_lab.notebook.runner import logits_generator
+
+    model = GPT2(GPT2Config(vocab_size=32, n_positions=24, n_embd=16, n_layer=1, n_head=2))
+    encode = lambda s: [ord(c) % 32 for c in s]  # noqa: E731 - a toy byte tokenizer
+    decode = lambda ids: "".join(chr(65 + i) for i in ids)  # noqa: E731
+    gen = logits_generator(model.step, encode, decode, reset=model.reset_cache, top_probs=3)
+    r = GPT2Runner(gen, prompt="hello", max_new_tokens=6, temperature=0.0)
+    r.run()
+    expected = model.generate(encode("hello"), 6)[len("hello") :]
+    assert [t[0] for t in r.tokens] == expected and r.generated == decode(expected)
+    assert len(r.tokens[0][2]) == 3 and abs(sum(p for _, p in r.tokens[0][2]) - 1) < 1
+
+
+def test_inspector_display_carries_a_static_html_fallback(program):
+    def data(bundle):
+        return bundle[0] if isinstance(bundle, tuple) else bundle
+
+    bundle = data(Inspector(program, title="fallback")._repr_mimebundle_())
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "fallback" in bundle["text/html"] and "simplify" in bundle["text/html"]
+    assert "text/html" not in data(Inspector(program, static_fallback=False)._repr_mimebundle_())

@@ -99,6 +99,8 @@ def test_special_tokens_only_when_allowed(ours):
     assert ours.encode(text) == tiktoken_gpt2().encode_ordinary(text)
     assert ours.encode(text, allowed_special="all") == tiktoken_gpt2().encode(text, allowed_special="all")
     assert ours.decode([50256]) == "<|endoftext|>"
+    with pytest.raises(CatenError, match="unknown special"):
+        ours.encode(text, allowed_special={"<|im_start|>"})
 
 
 def test_decode_matches_tiktoken_including_partial_utf8(ours):

@@ -34,9 +34,11 @@ def spm_models(tmp_path_factory):
     corpus = root / "corpus.txt"
     corpus.write_text(local_text(120_000, seed=12), encoding="utf-8")
     out = {}
-    for kind in ("bpe", "unigram"):
+    for kind in ("bpe", "unigram", "bpe_user", "unigram_user"):
         prefix = root / kind
-        spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(prefix), model_type=kind,
+        user = ["<sep>", "the", "def"] if kind.endswith("_user") else []
+        spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(prefix),
+                                       model_type=kind.removesuffix("_user"), user_defined_symbols=user,
                                        vocab_size=2000, character_coverage=0.9995, byte_fallback=True,
                                        normalization_rule_name="identity", remove_extra_whitespaces=False,
                                        num_threads=1, minloglevel=2)
@@ -57,10 +59,10 @@ def test_compiled_gpt2_matches_tiktoken_and_interpreted(gpt2_compiled):
 
 
 @needs_compiler
-@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+@pytest.mark.parametrize("kind", ["bpe", "unigram", "bpe_user", "unigram_user"])
 def test_compiled_sentencepiece_matches(spm_models, kind):
     compiled, interpreted, ref = spm_models[kind]
-    text = varied_text(100_000, seed=14)
+    text = varied_text(100_000, seed=14).replace(" a", " <sep> a")
     expected = ref.encode(text)
     assert compiled.encode(text) == expected
     assert compiled.decode(expected) == ref.decode(expected)
@@ -79,3 +81,13 @@ def test_compiled_large_texts_match(gpt2_compiled, spm_models):
     assert gpt2_compiled.encode(every) == tiktoken_gpt2().encode_ordinary(every)
     for compiled, _, ref in spm_models.values():
         assert compiled.encode(text) == ref.encode(text)
+
+
+@needs_compiler
+@pytest.mark.parametrize("text", ["a" * 20_000, " " * 20_000, "ab" * 10_000 + "\n", "日" * 5_000,
+                                  "x" + " " * 30_000 + "y", "😀" * 5_000, "1" * 30_000, "", "<|endoftext|>"])
+def test_compiled_gpt2_long_runs_match_tiktoken(gpt2_compiled, text):
+    """Long single pieces take the heap merge path (O(n log n)); they must still match exactly."""
+    expected = tiktoken_gpt2().encode_ordinary(text)
+    assert gpt2_compiled.encode(text) == expected
+    assert gpt2_compiled.decode(expected) == text

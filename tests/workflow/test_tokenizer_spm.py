@@ -17,6 +17,7 @@ from caten_lab.workflow.tokenizers.corpus import generated_text, local_text, var
 
 spm = pytest.importorskip("sentencepiece")
 
+USER_SYMBOLS = ["<sep>", "<cls>", "[MASK]", "def", "the", "\u2581the", "ab"]
 BASE = dict(vocab_size=1000, character_coverage=0.99, num_threads=1, normalization_rule_name="identity",
             remove_extra_whitespaces=False, byte_fallback=True, minloglevel=2)
 VARIANTS = {
@@ -25,6 +26,8 @@ VARIANTS = {
     "bpe_no_dummy_extra_ws": dict(model_type="bpe", add_dummy_prefix=False, remove_extra_whitespaces=True),
     "unigram_no_byte_fallback": dict(model_type="unigram", byte_fallback=False),
     "bpe_no_byte_fallback": dict(model_type="bpe", byte_fallback=False),
+    "bpe_user_symbols": dict(model_type="bpe", user_defined_symbols=USER_SYMBOLS),
+    "unigram_user_symbols": dict(model_type="unigram", user_defined_symbols=USER_SYMBOLS),
 }
 
 
@@ -47,7 +50,9 @@ def models(request, corpus_file):
 
 EDGE_CASES = ["", " ", "   ", "a", "hello world", "  leading and trailing  ", "x\n\ny\r\n z\t\tw",
               "日本語のテキスト 😀 👨‍👩‍👧", "Ünïcödé ąęł ñ", "def f(x):\n    return x ** 2\n",
-              "\u2581already\u2581spaced", "1234567890", "a" * 200, " " * 50, "\U0001F9D1\u200D\U0001F4BB!"]
+              "\u2581already\u2581spaced", "1234567890", "a" * 200, " " * 50, "\U0001F9D1\u200D\U0001F4BB!",
+              "x<sep>y <cls> [MASK]<sep><sep> the theme, define abab", "<se<sep>p>",
+              "-" * 57, "## " + "-" * 16, "=" * 40 + "\n" + "#" * 33]  # equal-score paths: float32 ties
 
 
 @pytest.mark.parametrize("text", EDGE_CASES)
@@ -60,7 +65,9 @@ def test_edge_cases(models, text):
 
 def test_varied_text_matches(models):
     name, ours, ref = models
-    text = varied_text(6_000 if "no_" in name else 15_000, seed=4)
+    text = varied_text(6_000 if ("no_" in name or "user" in name) else 15_000, seed=4)
+    if "user" in name:
+        text = text.replace(" a", " <sep> a").replace("e", "e[MASK]")
     expected = ref.encode(text)
     assert ours.encode(text) == expected
     assert ours.decode(expected) == ref.decode(expected)

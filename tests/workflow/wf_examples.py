@@ -201,3 +201,27 @@ def later_caller(x: i32) -> i32:
 @action
 def defined_later(x: i32) -> i32:
     return x * 2
+
+
+@action
+def tricky_flow(n: i32, a: Array[i32, ("k",)]) -> f64:
+    """continue/break in nested loops, while-else, a variable widened inside a loop, early return."""
+    acc = 0
+    for i in range(n):
+        if i % 3 == 0:
+            acc = acc + 0.5  # acc: i32 before the loop, f64 from the loop header on
+            continue
+        j = 0
+        while j < len(a):
+            if a[j] == i:
+                break
+            j += 1
+        else:
+            acc = acc + 1
+        if acc > 1000:
+            return acc
+        for m in range(i, 0, -1):
+            if m == 2:
+                break
+            acc += m
+    return acc * 2

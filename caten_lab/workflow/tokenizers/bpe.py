@@ -200,6 +200,10 @@ class GPT2Tokenizer:
     def n_vocab(self) -> int:
         return self.tables.n_vocab
 
+    def static_args(self) -> dict[str, object]:
+        """The tables as the entry actions' parameters (by name): what a library embeds as static data."""
+        return self.tables.static_args()
+
     def encode_bytes(self, data: bytes) -> list[int]:
         """Token ids of raw bytes; invalid UTF-8 bytes are one-byte punctuation-class characters."""
         return self.encode_array(np.frombuffer(data, dtype=np.uint8)).tolist()
@@ -207,6 +211,10 @@ class GPT2Tokenizer:
     def encode(self, text: str, *, allowed_special: set[str] | str = ()) -> list[int]:
         """Token ids of ``text`` (special tokens are plain text unless listed in ``allowed_special``)."""
         allowed = set(self.tables.special) if allowed_special == "all" else set(allowed_special)
+        unknown = allowed - set(self.tables.special)
+        if unknown:
+            raise CatenError(f"unknown special token(s) {sorted(unknown)}",
+                             hint=f"this vocabulary's special tokens are {sorted(self.tables.special)}")
         if not allowed:
             return self.encode_bytes(text_to_utf8(text))
         out: list[int] = []

@@ -2,8 +2,9 @@
 
 Supported: models with identity normalization (``normalization_rule_name="identity"``, i.e. no
 precompiled character map), with or without ``add_dummy_prefix``, ``remove_extra_whitespaces`` and
-``byte_fallback``. A model that needs NFKC tables or user-defined symbols is rejected with a
-CatenError instead of being encoded differently from sentencepiece.
+``byte_fallback``. A model that needs NFKC tables or has unused pieces is rejected with a
+CatenError instead of being encoded differently from sentencepiece. User-defined symbols are
+supported (longest match, never merged in BPE; the score bonus in unigram).
 """
 
 from __future__ import annotations
@@ -56,36 +57,19 @@ class SPMTables:
     byte_fallback: int
     add_dummy_prefix: int
     remove_extra: int
+    is_user: np.ndarray  # uint8[vocab]: 1 for user-defined pieces
+    max_score: float  # max(FLT_MIN, best NORMAL score): the user-defined bonus base in unigram
+    user_trie: PairTable  # trie of user-defined pieces only (BPE's frozen-symbol prefix match)
+    user_node_piece: np.ndarray
 
 
-def build_spm_tables(model: SentencePieceModel) -> SPMTables:
-    """Check the model is one we encode exactly, then lay its pieces out as arrays."""
-    if model.model_type not in (BPE, UNIGRAM):
-        raise CatenError(f"SentencePiece model type {model.model_type} is not supported",
-                         hint="train with model_type='bpe' or 'unigram'")
-    if model.precompiled_charsmap:
-        raise CatenError(f"SentencePiece normalization {model.normalizer_name!r} is not supported",
-                         hint="train with normalization_rule_name='identity'")
-    if model.treat_whitespace_as_suffix or not model.escape_whitespaces:
-        raise CatenError("treat_whitespace_as_suffix / escape_whitespaces=false models are not supported")
-    types = [p.type for p in model.pieces]
-    if USER_DEFINED in types or UNUSED in types:
-        raise CatenError("SentencePiece models with user-defined or unused pieces are not supported")
-    if UNKNOWN not in types:
-        raise CatenError("SentencePiece model has no <unk> piece")
-    unk_id = types.index(UNKNOWN)
-    items = [p.piece.encode("utf-8") for p in model.pieces]
-    normal = [t == NORMAL for t in types]
-    pieces = build_bytes_table(items, normal)
-    scores = np.array([p.score for p in model.pieces], dtype=np.float32)
-    distinct = np.unique(scores)[::-1]  # descending
-    score_rank = np.searchsorted(-distinct, -scores).astype(np.int32)
-    # trie of NORMAL pieces for unigram
+def _trie(items: list[bytes], keep: list[bool]) -> tuple[PairTable, np.ndarray]:
+    """A byte trie of the kept items: (node, byte) -> child in a pair table, piece id per node."""
     left, right, child = [], [], []
     edges: dict[tuple[int, int], int] = {}
     node_piece = [-1]
     for pid, item in enumerate(items):
-        if not normal[pid]:
+        if not keep[pid]:
             continue
         node = 0
         for b in item:
@@ -100,8 +84,35 @@ def build_spm_tables(model: SentencePieceModel) -> SPMTables:
             node = nxt
         if node_piece[node] < 0:
             node_piece[node] = pid
-    trie = build_pair_table(np.array(left, dtype=np.int64), np.array(right, dtype=np.int64),
-                            np.array(child, dtype=np.int64), np.array(child, dtype=np.int64))
+    as64 = [np.array(x, dtype=np.int64) for x in (left, right, child)]
+    return build_pair_table(as64[0], as64[1], as64[2], as64[2]), np.array(node_piece, dtype=np.int32)
+
+
+def build_spm_tables(model: SentencePieceModel) -> SPMTables:
+    """Check the model is one we encode exactly, then lay its pieces out as arrays."""
+    if model.model_type not in (BPE, UNIGRAM):
+        raise CatenError(f"SentencePiece model type {model.model_type} is not supported",
+                         hint="train with model_type='bpe' or 'unigram'")
+    if model.precompiled_charsmap:
+        raise CatenError(f"SentencePiece normalization {model.normalizer_name!r} is not supported",
+                         hint="train with normalization_rule_name='identity'")
+    if model.treat_whitespace_as_suffix or not model.escape_whitespaces:
+        raise CatenError("treat_whitespace_as_suffix / escape_whitespaces=false models are not supported")
+    types = [p.type for p in model.pieces]
+    if UNUSED in types:
+        raise CatenError("SentencePiece models with unused pieces are not supported")
+    if UNKNOWN not in types:
+        raise CatenError("SentencePiece model has no <unk> piece")
+    unk_id = types.index(UNKNOWN)
+    items = [p.piece.encode("utf-8") for p in model.pieces]
+    normal = [t == NORMAL for t in types]
+    user = [t == USER_DEFINED for t in types]
+    pieces = build_bytes_table(items, [a or b for a, b in zip(normal, user)])
+    scores = np.array([p.score for p in model.pieces], dtype=np.float32)
+    distinct = np.unique(scores)[::-1]  # descending
+    score_rank = np.searchsorted(-distinct, -scores).astype(np.int32)
+    trie, node_piece = _trie(items, [a or b for a, b in zip(normal, user)])
+    user_trie, user_node_piece = _trie(items, user)
     byte_ids = np.full(256, unk_id, dtype=np.int32)
     surfaces: list[bytes] = []
     strip = np.zeros(len(items), dtype=np.uint8)
@@ -125,11 +136,14 @@ def build_spm_tables(model: SentencePieceModel) -> SPMTables:
     normal_scores = scores[np.array(normal)]
     min_score = np.float32(normal_scores.min()) if normal_scores.size else np.float32(0.0)
     unk_score = float(np.float32(min_score - np.float32(10.0)))
-    return SPMTables(pieces, scores, score_rank, trie, np.array(node_piece, dtype=np.int32), byte_ids,
+    flt_min = np.finfo(np.float32).tiny  # sentencepiece starts max_score_ at FLT_MIN
+    max_score = float(max(flt_min, np.float32(normal_scores.max()) if normal_scores.size else flt_min))
+    return SPMTables(pieces, scores, score_rank, trie, node_piece, byte_ids,
                      build_bytes_table(surfaces, [False] * len(surfaces)), strip,
                      2 if model.remove_extra_whitespaces else (1 if model.add_dummy_prefix else 0),
                      1 if model.model_type == BPE else 0, unk_id, unk_score, int(model.byte_fallback),
-                     int(model.add_dummy_prefix), int(model.remove_extra_whitespaces))
+                     int(model.add_dummy_prefix), int(model.remove_extra_whitespaces),
+                     np.array(user, dtype=np.uint8), max_score, user_trie, user_node_piece)
 
 
 def _static_args(t: SPMTables) -> dict[str, object]:
@@ -139,7 +153,10 @@ def _static_args(t: SPMTables) -> dict[str, object]:
             "tchild": t.trie.result, "tmask": t.trie.mask, "node_piece": t.node_piece, "scores": t.scores,
             "unk_score": t.unk_score, "unk_id": t.unk_id, "byte_fallback": t.byte_fallback,
             "byte_ids": t.byte_ids, "offsets": t.surface.offsets, "data": t.surface.data,
-            "kind": t.decode_kind, "n_vocab": t.pieces.n, "strip_mode": t.strip_mode}
+            "kind": t.decode_kind, "n_vocab": t.pieces.n, "strip_mode": t.strip_mode,
+            "is_user": t.is_user, "max_score": t.max_score, "uleft": t.user_trie.left,
+            "uright": t.user_trie.right, "uchild": t.user_trie.result, "umask": t.user_trie.mask,
+            "unode_piece": t.user_node_piece}
 
 
 class SentencePieceTokenizer:
@@ -188,13 +205,15 @@ class SentencePieceTokenizer:
         w = n + 2 * (int(np.count_nonzero(text == 32)) + int(np.count_nonzero(text >= 128))) + 4
         norm = np.zeros(w, dtype=np.uint8)
         work = [np.zeros(w, dtype=np.int32) for _ in range(5)]
-        heap = np.zeros(3 * w, dtype=np.int64)
-        best = np.zeros(w, dtype=np.float64)
+        frozen = np.zeros(w, dtype=np.uint8)
+        heap = np.zeros(6 * w, dtype=np.int64)  # (key, payload) pairs, <= 3 entries per symbol
+        best = np.zeros(w, dtype=np.float32)
         out = np.zeros(w, dtype=np.int32)
         sym_start, sym_len, nxt, prv, ids = work
         args = entry_args("spm_encode", {**self.static_args(), "text": text, "n": n, "norm": norm,
                                          "sym_start": sym_start, "sym_len": sym_len, "nxt": nxt, "prv": prv,
-                                         "heap": heap, "best_score": best, "ids": ids, "out": out})
+                                         "heap": heap, "best_score": best, "ids": ids, "frozen": frozen,
+                                         "out": out})
         count = self._runner("spm_encode", args) if self._runner else A.spm_encode(*args)
         return out[: int(count)]
 

@@ -2,16 +2,15 @@
 
 These follow sentencepiece's own algorithms: BPE repeatedly merges the adjacent pair whose
 concatenation is the highest-scoring piece (leftmost on ties), and unigram takes the best path
-over all pieces (float32 piece scores summed in float64, as sentencepiece does), unknown characters
+over all pieces in float32 (re-centred every 1e5, as sentencepiece does), unknown characters
 costing ``min_score - 10``.
 """
 # ruff: noqa: F821, UP037  (symbolic dims are strings inside Array[...] annotations, not forward references)
 
 from caten_lab.workflow.tokenizers._action import action
-from caten_lab.workflow.tokenizers.bpe_actions import heap_pop, heap_push
 from caten_lab.workflow.tokenizers.lookup import bytes_find, pair_find
 from caten_lab.workflow.tokenizers.pretokenize import utf8_char_len
-from caten_lab.workflow.types import Array, f32, f64, i32, i64, u8
+from caten_lab.workflow.types import Array, f32, i32, i64, u8
 
 
 @action
@@ -64,17 +63,88 @@ def spm_normalize(
 
 
 @action
+def heap2_push(heap: Array[i64, ("h",)], size: i32, key: i64, payload: i64) -> i32:
+    """Min-heap of (key, payload) entries stored pairwise in ``heap``; returns the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap[2 * parent] <= key:
+            break
+        heap[2 * i] = heap[2 * parent]
+        heap[2 * i + 1] = heap[2 * parent + 1]
+        i = parent
+    heap[2 * i] = key
+    heap[2 * i + 1] = payload
+    return size + 1
+
+
+@action
+def heap2_pop(heap: Array[i64, ("h",)], size: i32) -> i32:
+    """Remove the entry with the smallest key (``heap[0]``, payload ``heap[1]``); returns the size."""
+    size = size - 1
+    if size <= 0:
+        return 0
+    key = i64(heap[2 * size])
+    payload = i64(heap[2 * size + 1])
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap[2 * child + 2] < heap[2 * child]:
+            child = child + 1
+        if key <= heap[2 * child]:
+            break
+        heap[2 * i] = heap[2 * child]
+        heap[2 * i + 1] = heap[2 * child + 1]
+        i = child
+    heap[2 * i] = key
+    heap[2 * i + 1] = payload
+    return size
+
+
+@action
 def spm_push_pair(
     norm: Array[u8, ("m",)], left: i32, sym_start: Array[i32, ("w",)], sym_len: Array[i32, ("w",)],
     right: i32, vslots: Array[i32, ("slots",)], vmask: i64, voffsets: Array[i32, ("vocab1",)],
     vdata: Array[u8, ("vbytes",)], score_rank: Array[i32, ("vocab",)], heap: Array[i64, ("h",)], size: i32,
+    frozen: Array[u8, ("w",)],
 ) -> i32:
-    """Push the pair (left, right) if their concatenation is a piece; returns the heap size."""
+    """Push the pair (left, right) if their concatenation is a piece; returns the heap size.
+
+    Key: (score rank, left) so the best-scoring, leftmost pair pops first; payload: (piece id,
+    merged length) so a stale entry is recognised without a lookup. User-defined symbols are
+    frozen: they never merge with a neighbour.
+    """
+    if frozen[left] != 0 or frozen[right] != 0:
+        return size
     start = i32(sym_start[left])
-    pid = bytes_find(norm, start, start + sym_len[left] + sym_len[right], vslots, vmask, voffsets, vdata)
+    merged = i32(sym_len[left] + sym_len[right])
+    pid = bytes_find(norm, start, start + merged, vslots, vmask, voffsets, vdata)
     if pid < 0:
         return size
-    return heap_push(heap, size, i64(score_rank[pid]) * 4294967296 + left)
+    return heap2_push(heap, size, i64(score_rank[pid]) * 4294967296 + left, i64(pid) * 4294967296 + merged)
+
+
+@action
+def spm_user_match(
+    norm: Array[u8, ("m",)], m: i32, p: i32,
+    uleft: Array[i32, ("upairs",)], uright: Array[i32, ("upairs",)], uchild: Array[i32, ("upairs",)],
+    umask: i64, unode_piece: Array[i32, ("unodes",)],
+) -> i32:
+    """Byte length of the longest user-defined symbol starting at ``p`` (0 if none)."""
+    node = 0
+    key = p
+    best = 0
+    while key < m:
+        slot = pair_find(node, i32(norm[key]), uleft, uright, umask)
+        if slot < 0:
+            break
+        node = i32(uchild[slot])
+        key = key + 1
+        if unode_piece[node] >= 0:
+            best = key - p
+    return best
 
 
 @action
@@ -84,21 +154,30 @@ def spm_bpe(
     vdata: Array[u8, ("vbytes",)],
     score_rank: Array[i32, ("vocab",)],
     sym_start: Array[i32, ("w",)], sym_len: Array[i32, ("w",)], nxt: Array[i32, ("w",)],
-    prv: Array[i32, ("w",)], heap: Array[i64, ("h",)], ids: Array[i32, ("w",)],
+    prv: Array[i32, ("w",)], heap: Array[i64, ("h",)], ids: Array[i32, ("w",)], frozen: Array[u8, ("w",)],
+    uleft: Array[i32, ("upairs",)], uright: Array[i32, ("upairs",)], uchild: Array[i32, ("upairs",)],
+    umask: i64, unode_piece: Array[i32, ("unodes",)],
 ) -> i32:
     """SentencePiece BPE over the normalized bytes.
 
-    Leaves the final symbols in ``sym_start``/``sym_len``/``ids`` (id -1 = unknown) and returns
-    their count.
+    The text starts as one symbol per character, or per user-defined symbol (longest match,
+    frozen). Leaves the final symbols in ``sym_start``/``sym_len``/``ids`` (id -1 = unknown) and
+    returns their count.
     """
     ns = 0
     p = 0
     while p < m:
-        size = utf8_char_len(norm, m, p)
+        size = spm_user_match(norm, m, p, uleft, uright, uchild, umask, unode_piece)
+        frozen[ns] = u8(0)
+        if size > 0:
+            frozen[ns] = u8(1)
+        else:
+            size = utf8_char_len(norm, m, p)
         if size == 0:
             size = 1
         sym_start[ns] = p
         sym_len[ns] = size
+        ids[ns] = bytes_find(norm, p, p + size, vslots, vmask, voffsets, vdata)
         prv[ns] = ns - 1
         nxt[ns] = ns + 1
         ns = ns + 1
@@ -109,22 +188,22 @@ def spm_bpe(
     hs = 0
     for i in range(ns - 1):
         hs = spm_push_pair(norm, i, sym_start, sym_len, i + 1, vslots, vmask, voffsets, vdata, score_rank,
-                           heap, hs)
+                           heap, hs, frozen)
     while hs > 0:
-        key = i64(heap[0])
-        hs = heap_pop(heap, hs)
-        r = i32(key >> 32)
-        left = i32(key & 4294967295)
+        left = i32(heap[0] & 4294967295)
+        payload = i64(heap[1])
+        hs = heap2_pop(heap, hs)
         right = i32(nxt[left])
-        if sym_len[left] == 0 or right < 0:
+        if right < 0:
             continue
-        start = i32(sym_start[left])
-        pid = bytes_find(norm, start, start + sym_len[left] + sym_len[right], vslots, vmask, voffsets, vdata)
-        if pid < 0:
+        # sizes only grow, so an unchanged total means both symbols are as they were when pushed
+        if sym_len[left] == 0 or sym_len[right] == 0:
             continue
-        if score_rank[pid] != r:
+        merged = i32(payload & 4294967295)
+        if sym_len[left] + sym_len[right] != merged:
             continue
-        sym_len[left] = sym_len[left] + sym_len[right]
+        sym_len[left] = merged
+        ids[left] = i32(payload >> 32)
         sym_len[right] = 0
         after = i32(nxt[right])
         nxt[left] = after
@@ -133,17 +212,17 @@ def spm_bpe(
         before = i32(prv[left])
         if before >= 0:
             hs = spm_push_pair(norm, before, sym_start, sym_len, left, vslots, vmask, voffsets, vdata,
-                               score_rank, heap, hs)
+                               score_rank, heap, hs, frozen)
         if after >= 0:
             hs = spm_push_pair(norm, left, sym_start, sym_len, after, vslots, vmask, voffsets, vdata,
-                               score_rank, heap, hs)
+                               score_rank, heap, hs, frozen)
     count = 0
     i = 0
     while i >= 0:
         start = i32(sym_start[i])
         sym_start[count] = start
         sym_len[count] = sym_len[i]
-        ids[count] = bytes_find(norm, start, start + sym_len[i], vslots, vmask, voffsets, vdata)
+        ids[count] = ids[i]
         count = count + 1
         i = i32(nxt[i])
     return count
@@ -154,22 +233,30 @@ def spm_unigram(
     norm: Array[u8, ("m",)], m: i32,
     tleft: Array[i32, ("tpairs",)], tright: Array[i32, ("tpairs",)], tchild: Array[i32, ("tpairs",)],
     tmask: i64, node_piece: Array[i32, ("nodes",)], scores: Array[f32, ("vocab",)],
-    unk_score: f32, unk_id: i32,
-    best_score: Array[f64, ("m1",)], best_start: Array[i32, ("m1",)], best_id: Array[i32, ("m1",)],
+    unk_score: f32, unk_id: i32, is_user: Array[u8, ("vocab",)], max_score: f32,
+    best_score: Array[f32, ("m1",)], best_start: Array[i32, ("m1",)], best_id: Array[i32, ("m1",)],
     sym_start: Array[i32, ("w",)], sym_len: Array[i32, ("w",)], ids: Array[i32, ("w",)],
 ) -> i32:
     """Unigram Viterbi over a trie of pieces; final pieces go to ``sym_start``/``sym_len``/``ids``.
 
-    Path scores are float64 sums of the float32 piece scores: sentencepiece does the same, and on
-    megabyte inputs float32 sums round differently and pick other paths.
+    Path scores are float32 like sentencepiece's, including its re-centring: when the score at
+    the current position leaves [-1e5, 1e5] it is subtracted from every reachable end position.
+    Ties and rounding then pick the same paths as the library, also on megabyte inputs.
     """
     for i in range(m + 1):
         best_start[i] = -1
-        best_score[i] = f64(0.0)
+        best_score[i] = f32(0.0)
         best_id[i] = -1
     pos = 0
+    frontier = 0
     while pos < m:
-        base = f64(best_score[pos])
+        base = f32(best_score[pos])
+        if base < f32(-100000.0) or base > f32(100000.0):
+            # re-centre the float32 path scores (sentencepiece does this to keep precision)
+            for i in range(pos, frontier + 1):
+                if i == pos or best_start[i] != -1:
+                    best_score[i] = f32(best_score[i] - base)
+            base = f32(0.0)
         lead = i32(norm[pos])
         size = 1
         if lead >= 240:
@@ -190,7 +277,11 @@ def spm_unigram(
             key = key + 1
             pid = i32(node_piece[node])
             if pid >= 0:
-                cand = f64(scores[pid]) + base
+                score = f32(scores[pid])
+                if is_user[pid] != 0:  # a bonus that makes user-defined symbols always win
+                    score = f32(f32(f32(key - pos) * max_score) - f32(0.1))
+                cand = f32(score + base)
+                frontier = max(frontier, key)
                 if best_start[key] == -1 or cand > best_score[key]:
                     best_score[key] = cand
                     best_start[key] = pos
@@ -198,7 +289,8 @@ def spm_unigram(
                 if key - pos == size:
                     has_single = 1
         if has_single == 0:
-            cand = f64(unk_score) + base
+            cand = f32(unk_score + base)
+            frontier = max(frontier, pos + size)
             if best_start[pos + size] == -1 or cand > best_score[pos + size]:
                 best_score[pos + size] = cand
                 best_start[pos + size] = pos
@@ -264,19 +356,23 @@ def spm_encode(
     tleft: Array[i32, ("tpairs",)], tright: Array[i32, ("tpairs",)], tchild: Array[i32, ("tpairs",)],
     tmask: i64, node_piece: Array[i32, ("nodes",)], scores: Array[f32, ("vocab",)],
     unk_score: f32, unk_id: i32, byte_fallback: i32, byte_ids: Array[i32, (256,)],
+    is_user: Array[u8, ("vocab",)], max_score: f32,
+    uleft: Array[i32, ("upairs",)], uright: Array[i32, ("upairs",)], uchild: Array[i32, ("upairs",)],
+    umask: i64, unode_piece: Array[i32, ("unodes",)],
     norm: Array[u8, ("m",)], sym_start: Array[i32, ("w",)], sym_len: Array[i32, ("w",)],
     nxt: Array[i32, ("w",)], prv: Array[i32, ("w",)], heap: Array[i64, ("h",)],
-    best_score: Array[f64, ("m1",)], ids: Array[i32, ("w",)], out: Array[i32, ("w",)],
+    best_score: Array[f32, ("m1",)], ids: Array[i32, ("w",)], frozen: Array[u8, ("w",)],
+    out: Array[i32, ("w",)],
 ) -> i32:
     """Encode UTF-8 bytes with a SentencePiece model (BPE when ``is_bpe``, else unigram)."""
     m = spm_normalize(text, n, add_dummy_prefix, remove_extra, norm)
     count = 0
     if is_bpe != 0:
         count = spm_bpe(norm, m, vslots, vmask, voffsets, vdata, score_rank, sym_start, sym_len, nxt, prv,
-                        heap, ids)
+                        heap, ids, frozen, uleft, uright, uchild, umask, unode_piece)
     else:
         count = spm_unigram(norm, m, tleft, tright, tchild, tmask, node_piece, scores, unk_score, unk_id,
-                            best_score, nxt, prv, sym_start, sym_len, ids)
+                            is_user, max_score, best_score, nxt, prv, sym_start, sym_len, ids)
     return spm_emit(norm, sym_start, sym_len, ids, count, unk_id, byte_fallback, byte_ids, out)
 
 

@@ -1,0 +1,160 @@
+"""The per-call hot path of a compiled program: one library call with as little Python as possible.
+
+A decode step calls the same program hundreds of times with the same weight and cache arrays and
+only a new token array and new symbol values. :class:`FastCall` keeps, per buffer slot, the cffi
+pointer of the array last bound there; an array object seen again (same object, so same memory:
+we hold a reference, so it cannot be freed or moved) reuses its pointer without a new
+``from_buffer``. Intermediates live in grow-only workspace slots (pointers change only when a slot
+grows); the symbol and error records are preallocated. Validation (shapes, dtypes, state arrays)
+still runs for every array that was not seen before, and the expected shapes of all inputs are
+checked by :class:`ShapeChecker` from a table cached per symbol binding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from caten_lab.air.symbolic import evaluate
+from caten_lab.runtime.library import FFI
+
+
+class FastCall:
+    """Bind arrays to a program's buffer order and call ``caten_run`` (see module docstring)."""
+
+    def __init__(self, program: Any) -> None:
+        sched = program.schedule
+        self.program = program
+        self.lib = program._lib.lib
+        self.order = list(sched.buffers)
+        self.index = {b: i for i, b in enumerate(self.order)}
+        self.infos = [sched.buffers[b] for b in self.order]
+        n = max(1, len(self.order))
+        self.ptrs = FFI.new("void *[]", n)
+        self.bound: list[Any] = [None] * n  # the object whose pointer sits in ptrs[i] (kept alive)
+        self.keep: list[Any] = [None] * n  # cffi buffers backing ptrs[i]
+        states = set(program.state_writes.values())
+        self.inputs = [(i, b, b in states) for i, b in enumerate(self.order)
+                       if self.infos[i].kind in ("input", "state")]
+        self.outputs = [(i, b) for i, b in enumerate(self.order) if self.infos[i].kind == "output"]
+        plan = program.memory_plan
+        self.slot_of = dict(plan.slot_of) if plan is not None else {}
+        self.plan = plan
+        self.slot_members: list[list[int]] = []
+        if plan is not None:
+            self.slot_members = [[self.index[b] for b in members if b in self.index] for members in plan.slots]
+        self.slots: list[np.ndarray | None] = [None] * len(self.slot_members)
+        self.other = [i for i, b in enumerate(self.order)
+                      if self.infos[i].kind not in ("input", "state", "output") and b not in self.slot_of]
+        self.sym_names = list(sched.symbols)
+        self.sym = np.zeros(max(1, len(self.sym_names)), dtype=np.int64)
+        self.err = np.zeros(8, dtype=np.int64)
+        self.sym_p = FFI.cast("const int64_t *", FFI.from_buffer(self.sym))
+        self.err_p = FFI.cast("int64_t *", FFI.from_buffer(self.err))
+        self.other_cache: OrderedDict[tuple, list[np.ndarray]] = OrderedDict()
+        self.sched_outputs = list(sched.outputs)
+        self.lock = threading.Lock()  # the pointer table is shared: one call at a time
+
+    def _bind(self, i: int, arr: np.ndarray) -> None:
+        buf = FFI.from_buffer(arr)
+        self.ptrs[i] = FFI.cast("void *", buf)
+        self.keep[i] = buf
+        self.bound[i] = arr
+
+    def _shape(self, i: int, sym: Mapping[str, int]) -> tuple:
+        return tuple(evaluate(d, sym) for d in self.infos[i].shape)
+
+    def run(self, inputs: Mapping[str, Any], sym: Mapping[str, int],
+            state_array: Callable[[str, Mapping[str, Any]], np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Bind and call; returns the error record and the output arrays by buffer name."""
+        for i, name, is_state in self.inputs:
+            a = inputs[name]
+            if a is self.bound[i]:
+                continue  # same object as last call: same memory, pointer still valid
+            if is_state:
+                arr = state_array(name, inputs)
+            else:
+                arr = np.ascontiguousarray(a, dtype=self.infos[i].dtype.np)
+            self._bind(i, arr)
+            if arr is not a:  # a converted copy must be made again next call (the source may change)
+                self.bound[i] = None
+        outs: dict[str, np.ndarray] = {}
+        for i, name in self.outputs:
+            arr = np.empty(self._shape(i, sym), dtype=self.infos[i].dtype.np)
+            self._bind(i, arr)
+            outs[name] = arr
+        if self.slot_members:
+            sizes = self.plan.slot_bytes(dict(sym))  # type: ignore[union-attr]
+            for s, need in enumerate(sizes):
+                cur = self.slots[s]
+                if cur is None or cur.nbytes < need:
+                    grown = int(need * 1.25) if cur is not None else need  # amortize growth with pos
+                    cur = np.empty(max(64, grown), dtype=np.uint8)
+                    self.slots[s] = cur
+                    for i in self.slot_members[s]:
+                        self._bind(i, cur)
+        if self.other:
+            key = tuple(sym.get(s, 0) for s in self.sym_names)
+            arrs = self.other_cache.get(key)
+            if arrs is None:
+                arrs = [np.empty(self._shape(i, sym), dtype=self.infos[i].dtype.np) for i in self.other]
+                self.other_cache[key] = arrs
+                while len(self.other_cache) > 4:
+                    self.other_cache.popitem(last=False)
+            for i, arr in zip(self.other, arrs):
+                if self.bound[i] is not arr:
+                    self._bind(i, arr)
+        for k, s in enumerate(self.sym_names):
+            self.sym[k] = sym[s]
+        self.err[:] = 0
+        self.lib.caten_run(self.ptrs, self.sym_p, self.err_p)
+        return self.err, outs
+
+
+def collect_outputs(program: Any, fast: FastCall, inputs: Mapping[str, Any], outs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The program's results in graph-output order (what ``Program._run_c`` returns)."""
+    sched = program.schedule
+    result = []
+    for i, b in enumerate(fast.sched_outputs):
+        if i in program.state_writes:
+            st = inputs[program.state_writes[i]]
+            arr = outs.get(b)
+            if arr is None:
+                arr = fast.bound[fast.index[b]]
+            if arr is not st:
+                st[...] = arr
+            result.append(st)
+        elif sched.buffers[b].kind == "input":
+            result.append(np.array(inputs[b], copy=True))
+        else:
+            result.append(outs[b])
+    return result
+
+
+class ShapeChecker:
+    """Expected input shapes per symbol binding (cached), so a call checks shapes with tuple compares."""
+
+    def __init__(self, input_shapes: Mapping[str, tuple]) -> None:
+        self.items = [(name, shape) for name, (shape, _dt) in input_shapes.items()]
+        self.cache: OrderedDict[tuple, list[tuple[str, tuple]]] = OrderedDict()
+
+    def expected(self, sym: Mapping[str, int], key: tuple) -> list[tuple[str, tuple]]:
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = [(name, tuple(evaluate(d, sym) for d in shape)) for name, shape in self.items]
+            self.cache[key] = hit
+            while len(self.cache) > 8:
+                self.cache.popitem(last=False)
+        return hit
+
+    def mismatch(self, inputs: Mapping[str, Any], sym: Mapping[str, int], key: tuple) -> tuple[str, tuple, tuple] | None:
+        for name, want in self.expected(sym, key):
+            a = inputs.get(name)
+            got = a.shape if isinstance(a, np.ndarray) else np.shape(a)
+            if got != want:
+                return name, want, tuple(got)
+        return None
