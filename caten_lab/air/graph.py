@@ -296,6 +296,15 @@ class Graph:
         for root in self._nodes.values():
             if root.id in state:
                 continue
+            for r in root.reads:  # fast path (every node of an already sorted graph): operands done
+                if r.__class__ is str:
+                    p = producer.get(r)  # type: ignore[arg-type]
+                    if p is not None and state.get(p.id) != 2:
+                        break
+            else:
+                state[root.id] = 2
+                order.append(root)
+                continue
             stack: list[tuple[Node, int]] = [(root, 0)]
             state[root.id] = 1
             while stack:
@@ -331,15 +340,16 @@ class Graph:
     def live_nodes(self) -> set[int]:
         """Ids of nodes the outputs depend on."""
         live: set[int] = set()
-        stack = [self._producer[o] for o in self.outputs if o in self._producer]
+        producer = self._producer
+        stack = [producer[o] for o in self.outputs if o in producer]
         while stack:
             n = stack.pop()
             if n.id in live:
                 continue
             live.add(n.id)
             for r in n.reads:
-                if isinstance(r, str):
-                    p = self._producer.get(r)
+                if r.__class__ is str:
+                    p = producer.get(r)  # type: ignore[arg-type]
                     if p is not None and p.id not in live:
                         stack.append(p)
         return live

@@ -51,6 +51,7 @@ class FunCall(Stmt):
     args: list[str] = field(default_factory=list)
     check_error: bool = False
     call_index: int = 0
+    buffers: list[int] = field(default_factory=list)  # entry buffer index of each pointer argument
 
 
 @dataclass

@@ -33,7 +33,8 @@ def build_loop_program(sched: Schedule, safety: int, threads: int = 1) -> tuple[
         for p, b in zip(f.params, k.params):
             args.append(f"({'const ' if p.const else ''}{p.ctype} *)b[{bidx[b]}]")
         args += ["sym", "err"]
-        calls.append(FunCall(tuple(k.node_ids), f.name, args, check_error=safety >= 2, call_index=ci))
+        calls.append(FunCall(tuple(k.node_ids), f.name, args, check_error=safety >= 2, call_index=ci,
+                             buffers=[bidx[b] for b in k.params]))
     entry = Function(ENTRY, [], calls)
     return LoopProgram(funcs, entry, sched.symbols, buffers), kernel_nodes
 

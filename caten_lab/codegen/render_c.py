@@ -138,6 +138,56 @@ def _body(w: _Writer, body: list[Stmt], depth: int) -> None:
             w.emit(f"/* {s.text} */", s.nodes, depth)
 
 
+def _entry_table(w: _Writer, name: str, calls: list[FunCall], functions: list[Function]) -> None:
+    """The entry as a table of calls walked by one loop (one row per kernel call, each row mapped to
+    its kernel's AIR nodes): the C compiler's time then grows with the unique kernels, not the layers."""
+    by_name = {f.name: f for f in functions}
+    for f in functions:  # a uniform-signature thunk per unique kernel
+        casts = []
+        for i, p in enumerate(f.params[:-2]):
+            casts.append(f"({'const ' if p.const else ''}{p.ctype} *)p[{i}]")
+        w.emit(f"static void {f.name}_t(void **p, const int64_t *sym, int64_t *err) "
+               f"{{ {f.name}({', '.join([*casts, 'sym', 'err'])}); }}")
+    w.emit("typedef void (*cl_kernel)(void **, const int64_t *, int64_t *);")
+    w.emit("static const cl_kernel cl_calls[] = {")
+    for c in calls:
+        w.emit(f"{c.name}_t,", c.nodes, 1)
+    w.emit("};")
+    w.emit("static const int32_t cl_args[] = {")
+    for c in calls:
+        w.emit(", ".join(str(b) for b in c.buffers) + ",", c.nodes, 1)
+    w.emit("};")
+    w.emit("static const int32_t cl_argc[] = {")
+    for c in calls:
+        w.emit(f"{len(c.buffers)},", c.nodes, 1)
+    w.emit("};")
+    maxp = max(len(by_name[c.name].params) for c in calls)
+    n = len(calls)
+    w.emit(f"void {name}(void **b, const int64_t *sym, int64_t *err) {{")
+    w.emit(f"void *p[{maxp}]; int32_t k = 0;", (), 1)
+    w.emit(f"for (int32_t c = 0; c < {n}; c++) {{", (), 1)
+    w.emit("for (int32_t i = 0; i < cl_argc[c]; i++) p[i] = b[cl_args[k + i]];", (), 2)
+    w.emit("k += cl_argc[c];", (), 2)
+    w.emit("cl_calls[c](p, sym, err);", (), 2)
+    w.emit("if (err[0]) { err[4] = c; return; }", (), 2)
+    w.emit("}", (), 1)
+    w.emit("}")
+    # the same calls, each timed: seconds per kernel call are added to prof[call index]
+    w.emit("static double cl_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); "
+           "return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec; }")
+    w.emit(f"void {name}_profile(void **b, const int64_t *sym, int64_t *err, double *prof) {{")
+    w.emit(f"void *p[{maxp}]; int32_t k = 0;", (), 1)
+    w.emit(f"for (int32_t c = 0; c < {n}; c++) {{", (), 1)
+    w.emit("for (int32_t i = 0; i < cl_argc[c]; i++) p[i] = b[cl_args[k + i]];", (), 2)
+    w.emit("k += cl_argc[c];", (), 2)
+    w.emit("double t0 = cl_now();", (), 2)
+    w.emit("cl_calls[c](p, sym, err);", (), 2)
+    w.emit("prof[c] += cl_now() - t0;", (), 2)
+    w.emit("if (err[0]) { err[4] = c; return; }", (), 2)
+    w.emit("}", (), 1)
+    w.emit("}")
+
+
 def render_c(program: LoopProgram, kernel_nodes: dict[str, list[int]]) -> Rendered:
     """C source for ``program``; ``kernel_nodes`` maps function name -> AIR node ids (for header lines)."""
     w = _Writer()
@@ -165,18 +215,12 @@ def render_c(program: LoopProgram, kernel_nodes: dict[str, list[int]]) -> Render
     w.emit("(void)n;", (), 1)
     w.emit("#endif", (), 0)
     w.emit("}")
-    w.emit(f"void {e.name}(void **b, const int64_t *sym, int64_t *err) {{")
-    _body(w, e.body, 1)
-    w.emit("}")
-    # the same calls, each timed: seconds per kernel call are added to prof[call index]
-    w.emit("static double cl_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); "
-           "return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec; }")
-    w.emit(f"void {e.name}_profile(void **b, const int64_t *sym, int64_t *err, double *prof) {{")
-    for s in e.body:
-        if isinstance(s, FunCall):
-            w.emit("{ double t0 = cl_now();", s.nodes, 1)
-            _body(w, [s], 2)
-            w.emit(f"prof[{s.call_index}] += cl_now() - t0; }}", s.nodes, 1)
-    w.emit("}")
+    calls = [c for c in e.body if isinstance(c, FunCall)]
+    if not calls:
+        w.emit(f"void {e.name}(void **b, const int64_t *sym, int64_t *err) {{ (void)b; (void)sym; (void)err; }}")
+        w.emit(f"void {e.name}_profile(void **b, const int64_t *sym, int64_t *err, double *prof) "
+               "{ (void)b; (void)sym; (void)err; (void)prof; }")
+    else:
+        _entry_table(w, e.name, calls, program.functions)
     function_lines[e.name] = (first, len(w.lines))
     return Rendered("\n".join(w.lines) + "\n", w.map, kernel_lines, function_lines)

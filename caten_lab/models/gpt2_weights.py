@@ -245,6 +245,14 @@ _GGUF_BLOCK = {
 _TRANSPOSED = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
+def _import_gguf():  # noqa: ANN202 - the gguf module
+    try:
+        import gguf
+    except ImportError:
+        raise WeightsError("reading GGUF needs the gguf package", hint="pip install 'caten_lab[gguf]'") from None
+    return gguf
+
+
 def _hf_name(gguf_name: str) -> str | None:
     if gguf_name in _GGUF_GLOBAL:
         return _GGUF_GLOBAL[gguf_name]
@@ -259,7 +267,7 @@ def _hf_name(gguf_name: str) -> str | None:
 
 def load_gguf(path: str | os.PathLike) -> GPT2Weights:
     """Load a GPT-2 GGUF file (tensors f32, f16 or q8_0; q8_0 is dequantized to float32)."""
-    import gguf
+    gguf = _import_gguf()
 
     p = Path(path)
     if not p.is_file():
@@ -321,7 +329,7 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
 
 def save_gguf(weights: GPT2Weights, path: str | os.PathLike, dtype: str = "f32") -> None:
     """Write GPT-2 weights as GGUF (llama.cpp tensor names/layout); ``dtype`` in f32, f16, q8_0."""
-    import gguf
+    gguf = _import_gguf()
 
     qtype = {
         "f32": gguf.GGMLQuantizationType.F32,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,8 @@ class GPT2Runner(anywidget.AnyWidget):
     running = traitlets.Bool(False).tag(sync=True)
     generated = traitlets.Unicode("").tag(sync=True)
     n_tokens = traitlets.Int(0).tag(sync=True)
-    tokens_per_s = traitlets.Float(0.0).tag(sync=True)
+    tokens_per_s = traitlets.Float(0.0).tag(sync=True)  # decode speed: tokens after the first / time since it
+    first_token_s = traitlets.Float(0.0).tag(sync=True)  # time to the first token (prefill, lazy compile)
     error = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, generate: Generator, **kwargs: Any) -> None:
@@ -110,10 +111,11 @@ class GPT2Runner(anywidget.AnyWidget):
         self.generated = ""
         self.n_tokens = 0
         self.tokens_per_s = 0.0
+        self.first_token_s = 0.0
         self.error = ""
         self.send({"type": "reset"})
         text: list[str] = []
-        t0 = time.perf_counter()
+        t0 = t_first = time.perf_counter()
         last_push = 0.0
         try:
             for item in self._generate(self.prompt, **self._options()):
@@ -130,18 +132,22 @@ class GPT2Runner(anywidget.AnyWidget):
                 )
                 now = time.perf_counter()
                 self.n_tokens = len(self.tokens)
-                if now - last_push > 0.1 or self.n_tokens == 1:  # throttle the counters, not the tokens
-                    self.tokens_per_s = self.n_tokens / max(now - t0, 1e-9)
+                if self.n_tokens == 1:
+                    t_first = now
+                    self.first_token_s = now - t0
+                elif now - last_push > 0.1:  # throttle the counters, not the tokens
+                    self.tokens_per_s = (self.n_tokens - 1) / max(now - t_first, 1e-9)
                     last_push = now
                 if self._stop.is_set() or self.n_tokens >= self.max_new_tokens:
                     break
         except Exception as exc:  # shown in the widget; the kernel keeps running
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
-            elapsed = time.perf_counter() - t0
+            end = time.perf_counter()
             self.generated = "".join(text)
             self.n_tokens = len(self.tokens)
-            self.tokens_per_s = self.n_tokens / elapsed if elapsed > 0 and self.tokens else 0.0
+            if self.n_tokens > 1:
+                self.tokens_per_s = (self.n_tokens - 1) / max(end - t_first, 1e-9)
             self.running = False
 
 
@@ -171,16 +177,25 @@ def logits_generator(
     *,
     top_probs: int = 5,
     reset: Callable[[], None] | None = None,
+    stop_tokens: Iterable[int] = (),
+    max_context: int | None = None,
 ) -> Generator:
     """Turn a model's step function into the runner's generator protocol.
 
-    ``step(token_ids, pos) -> logits`` of shape (..., seq, vocab) (e.g. ``GPT2.step`` or a compiled
-    workflow); ``encode``/``decode`` are the tokenizer. Sampling uses caten_lab.models.sampling
-    (temperature 0 is greedy), so a run is reproducible from its seed. ``reset`` clears the KV cache.
+    ``step(token_ids, pos) -> logits`` of shape (..., seq, vocab) (e.g. ``GPT2.step`` or
+    ``caten_lab.models.gpt2.GPT2Runner.forward``); ``encode``/``decode`` are the tokenizer. Sampling
+    uses caten_lab.models.sampling (temperature 0 is greedy), so a run is reproducible from its seed.
+    ``reset`` clears the KV cache; generation stops at a stop token or when ``max_context`` tokens
+    (default: the step's owner's ``n_ctx``, when it has one) fill the context.
     """
     import numpy as np
 
     from caten_lab.models.sampling import SamplingOptions, sample
+
+    stops = {int(t) for t in stop_tokens}
+    limit = (
+        max_context if max_context is not None else getattr(getattr(step, "__self__", None), "n_ctx", None)
+    )
 
     def generate(
         prompt: str,
@@ -202,7 +217,10 @@ def logits_generator(
         ids = list(encode(prompt))
         if not ids:
             raise ValueError("the prompt encodes to no tokens")
+        if limit is not None and len(ids) > limit:
+            raise ValueError(f"the prompt has {len(ids)} tokens; the context holds {limit}")
         logits = np.asarray(step(ids, 0))
+        pending: list[int] = []  # byte-level BPE: a character may span tokens; emit text once it is whole
         for i in range(max_new_tokens):
             row = logits.reshape(-1, logits.shape[-1])[-1].astype(np.float64)
             nxt = sample(row, ids, opts, i)
@@ -213,7 +231,15 @@ def logits_generator(
                 top = np.argsort(-p)[:top_probs]
                 probs = [(decode([int(t)]), float(p[t])) for t in top]
             ids.append(nxt)
-            yield nxt, decode([nxt]), probs
+            pending.append(nxt)
+            text = decode(pending)
+            if text.endswith("\ufffd") and len(pending) < 4:
+                text = ""
+            else:
+                pending = []
+            yield nxt, text, probs
+            if nxt in stops or (limit is not None and len(ids) >= limit):
+                return
             logits = np.asarray(step([nxt], len(ids) - 1))
 
     return generate

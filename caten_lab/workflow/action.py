@@ -19,7 +19,7 @@ from caten_lab.errors import CatenError, ShapeError
 from caten_lab.workflow import ir
 from caten_lab.workflow.infer import TypeInfo, infer
 from caten_lab.workflow.lower import lower_function
-from caten_lab.workflow.types import ArrayType, ScalarType, boolean
+from caten_lab.workflow.types import ArrayType, ScalarType, boolean, f64
 
 _INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u8": (0, 255)}
 
@@ -83,7 +83,7 @@ class Action:
         _ = self.types
         self.bind(args)
         # scalars take their declared type (an f32 argument is rounded to float32, as in compiled mode)
-        args = tuple(a if isinstance(t, ArrayType) else t(a) for a, (_, t) in zip(args, self.ir.params))
+        args = tuple(a if _native_ok(t, a) else t(a) for a, (_, t) in zip(args, self.ir.params))
         return self.fn(*args)
 
     def compile(self, **options: Any) -> Callable[..., Any]:
@@ -107,6 +107,18 @@ class Action:
 def action(fn: Callable) -> Action:
     """Decorator: make ``fn`` an action (see the module docstring)."""
     return Action(fn)
+
+
+def _native_ok(t: object, value: object) -> bool:
+    """True when ``value`` can be passed to the Python body unconverted (arrays, exact Python types)."""
+    if isinstance(t, ArrayType):
+        return True
+    tv = type(value)
+    if t is boolean:
+        return tv is bool
+    if t is f64:
+        return tv is float
+    return tv is int and not t.is_float  # type: ignore[union-attr]
 
 
 def _check_scalar(fname: str, pname: str, t: ScalarType, value: object) -> None:

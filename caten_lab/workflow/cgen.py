@@ -1,13 +1,15 @@
-"""Render an action (and every action it calls) to C, straight from its typed CFG.
+"""Render an action (and every action it calls) to C, from its typed CFG.
 
 Why not the kernel loop IR (caten_lab/codegen/loopir.py)? Its loops are counted ``for`` loops with
-IF/ELSE bodies; actions also have ``while``, ``break``, ``continue``, early ``return`` and variables
-whose numeric type changes along a path. So each basic block becomes a C label and terminators
-become ``goto``/``if``/``return`` (the C compiler rebuilds the loops from that CFG as it does for
-any C code). ``#line`` directives point C diagnostics back at the user's Python lines.
+IF/ELSE bodies over C-string expressions; actions also have ``while``, ``break``, ``continue``, early
+``return``, loop ``else`` clauses and variables whose numeric type changes along a path. So the C is
+rendered here, structured: the lowering records how blocks nest (``ActionIR.structure``), loops
+become ``for (;; <latch>) { if (!cond) break; ... }`` with C ``break``/``continue`` (a flag for loop
+``else``), ifs become ``if/else``. A CFG without structure notes (built by hand) falls back to one
+label per block with ``goto``. ``#line`` directives point C diagnostics at the user's Python lines.
 
-Variables are split by type: ``x`` held as i32 and later as f64 are two C locals ``x_i32`` and
-``x_f64``; at a CFG edge whose target expects another type, a conversion is emitted on the edge.
+Variables are split by type: ``x`` held as i32 and later as f64 are two C locals ``v_x_i32`` and
+``v_x_f64``; on a CFG edge whose target expects another type a conversion is emitted on that edge.
 Run-time errors (division by zero always; out-of-bounds indices at safety 2) are recorded in
 ``err[0..3]`` (kind, Python line, value, bound); loops and callers stop as soon as ``err[0]`` is set.
 """
@@ -197,6 +199,8 @@ class _FunctionRenderer:
         if tp is ir.Compare:
             (a, ta), (b, tb) = self.rx(env, e.left), self.rx(env, e.right)  # type: ignore[union-attr]
             j = strengthen(join_numeric(_arith(ta), _arith(tb)))
+            if not is_float(j):  # integers compare exactly in i64 (`data[i] < 300` with u8 data)
+                j = i64
             return f"({_cast(a, ta, j)} {e.op} {_cast(b, tb, j)})", t  # type: ignore[union-attr]
         if tp is ir.Logic:
             parts = [self.rx(env, v)[0] for v in e.values]  # type: ignore[union-attr]

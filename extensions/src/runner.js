@@ -72,10 +72,12 @@ function render({ model, el }) {
     stopBtn.disabled = !running;
     root.dataset.running = running ? "1" : "0";
     const tps = model.get("tokens_per_s");
-    stats.textContent = `${model.get("n_tokens")} tokens · ${tps ? tps.toFixed(1) : "–"} tok/s${running ? " · generating…" : ""}`;
+    const ft = model.get("first_token_s");
+    const first = ft ? ` · first after ${ft < 1 ? `${(ft * 1e3).toFixed(0)} ms` : `${ft.toFixed(2)} s`}` : "";
+    stats.textContent = `${model.get("n_tokens")} tokens${first} · ${tps ? tps.toFixed(1) : "–"} tok/s${running ? " · generating…" : ""}`;
     err.textContent = model.get("error") || "";
   };
-  for (const t of ["running", "n_tokens", "tokens_per_s", "error"]) model.on(`change:${t}`, sync);
+  for (const t of ["running", "n_tokens", "tokens_per_s", "first_token_s", "error"]) model.on(`change:${t}`, sync);
   sync();
   if (model.get("generated")) out.replaceChildren(h("span", { class: "cr-prompt-echo", text: model.get("prompt") }), h("span", { class: "cr-tok", text: model.get("generated") }));
   model.on("msg:custom", (msg) => {

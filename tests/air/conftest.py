@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from caten_lab.air import Graph, dtypes
-
-
-def slow_scale() -> int:
-    """Multiplier for @slow tests: CATEN_SLOW_SCALE (default 1 = the reduced CI size)."""
-    try:
-        return max(1, int(os.environ.get("CATEN_SLOW_SCALE", "1")))
-    except ValueError:
-        return 1
 
 
 @pytest.fixture

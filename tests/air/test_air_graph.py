@@ -414,3 +414,24 @@ def test_dot_export(g):
     assert "penwidth=2.5" in dot  # the output is emphasized
     lines = [ln for ln in dot.splitlines() if f"n{ids[x]} [label=" in ln]
     assert "allocate" in lines[0] and "name=x" in lines[0] and "float32[4]" in lines[0]
+
+
+def test_verify_catches_wrong_read_counts_and_stale_single_users(g, fx):
+    sq = g.producer_of(g.insert("mul", [fx, fx]))
+    g.mark_output(sq.out)
+    g.verify()
+    g._users[fx] = {sq.id: 1}  # the node reads fx twice
+    with pytest.raises(AirError, match="value -> users"):
+        g.verify()
+    g._users[fx] = {sq.id: 2}
+    g.verify()
+    other = g.producer_of(g.insert("neg", [fx]))
+    g.mark_output(other.out)
+    g._users[sq.out] = other.id  # a reader that does not read it
+    with pytest.raises(AirError, match="value -> users"):
+        g.verify()
+    del g._users[sq.out]
+    g.verify()
+    g._users["v-5"] = sq.id  # an entry for a value nobody writes
+    with pytest.raises(AirError, match="value -> users"):
+        g.verify()

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
-from conftest import slow_scale
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from caten_lab.air import Graph, Sym, dtypes, dumps, interpret, loads, make_node, to_json
 from caten_lab.air.graph import graph_from_nodes
+
+
+def slow_scale() -> int:
+    """Multiplier for the @slow variants: CATEN_SLOW_SCALE (default 1 = the reduced CI size)."""
+    try:
+        return max(1, int(os.environ.get("CATEN_SLOW_SCALE", "1")))
+    except ValueError:
+        return 1
+
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=40 * slow_scale(), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -264,3 +264,34 @@ def test_toolchain_records_flags_and_cpu_identity() -> None:
         assert tc.cpu_id  # never -march=native without the CPU identity in the cache key
     other = Toolchain(tc.cc, tc.version, tc.flags, tc.openmp, "another-cpu")
     assert library_key("int x;", tc) != library_key("int x;", other)
+
+
+def test_zero_sized_arrays() -> None:
+    """Empty shapes compile (no index arithmetic divides by a zero extent) and produce empty results."""
+    g = Graph()
+    x = inp(g, "x", (2, 0))
+    g.mark_output(g.insert("exp2", [x]))
+    g.mark_output(g.insert("view", [g.insert("const", [], value=1.0, shape=(0, 3), dtype=dtypes.float32)],
+                           shape=(3, 0), strides=(1, 3)))
+    g.mark_output(g.insert("reduce", [x], op="add", axes=(1,)))
+    compiled_equal(g, {"x": np.zeros((2, 0), np.float32)})
+
+
+def test_one_hot_reduction_becomes_a_gather() -> None:
+    """An embedding written as sum_r where(tok == r, table[r], 0) reads one row per token, and ids
+    outside the table give zeros exactly as the reduction would."""
+    g = Graph()
+    n = Sym("n")
+    tok = inp(g, "tok", (n,), dtypes.int64)
+    table = inp(g, "table", (50, 8))
+    t3 = g.insert("view", [tok], shape=(n, 50, 8), strides=(1, 0, 0))
+    r3 = g.insert("index", [], shape=(n, 50, 8), axis=1, dtype=dtypes.int64)
+    w3 = g.insert("view", [table], shape=(n, 50, 8), strides=(0, 8, 1))
+    hit = g.insert("not", [g.insert("ne", [t3, r3])])
+    emb = g.insert("reduce", [g.insert("where", [hit, w3, 0.0])], op="add", axes=(1,))
+    g.mark_output(g.insert("view", [emb], shape=(n, 8), strides=(8, 1)))
+    prog = compile(g)
+    assert "for (int64_t r" not in prog.c_source.split("void caten_set_threads")[0].split("/* k0")[-1]
+    inputs = {"tok": np.array([3, 0, 49, -1, 50, 7], np.int64),
+              "table": np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)}
+    np.testing.assert_array_equal(prog(inputs)[0], interpret(g, inputs, {"n": 6})[0])

@@ -31,15 +31,15 @@ logits = model(tokens, 0)
 (logits * 1.0 + 0.0) / 1.0
 """
 
-CELL_RUNNER = """import time
-from caten_lab.notebook import GPT2Runner
-WORDS = ["The", " compiler", " turns", " graphs", " into", " loops", " and", " C", "."]
-def fake_generate(prompt, *, max_new_tokens, temperature, top_k, top_p, seed):
-    for i in range(max_new_tokens):
-        time.sleep(0.02)
-        w = WORDS[i % len(WORDS)]
-        yield i, w, [(w, 0.6), (" the", 0.3), (" a", 0.1)]
-runner = GPT2Runner(fake_generate, prompt="Once upon a time", max_new_tokens=12, show_probs=True)
+CELL_RUNNER = """# the GPT-2 runner widget over the bundled tiny GPT-2 (compiled to C) and its byte-level BPE tokenizer
+from caten_lab.cli import BUNDLED_MODEL
+from caten_lab.models.gpt2 import GPT2Runner as CompiledGPT2
+from caten_lab.notebook import GPT2Runner, logits_generator
+from caten_lab.workflow.tokenizers import GPT2Tokenizer
+tok = GPT2Tokenizer.from_files(BUNDLED_MODEL / "vocab.json", BUNDLED_MODEL / "merges.txt")
+gpt2 = CompiledGPT2.from_pretrained(BUNDLED_MODEL)
+generate = logits_generator(gpt2.forward, tok.encode, tok.decode, reset=gpt2.reset)
+runner = GPT2Runner(generate, prompt="ROMEO:\\n", max_new_tokens=12, show_probs=True)
 runner
 """
 

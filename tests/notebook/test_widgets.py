@@ -6,6 +6,7 @@ import json
 import time
 
 import comm
+import numpy as np
 import pytest
 import traitlets
 
@@ -199,3 +200,37 @@ def test_inspector_display_carries_a_static_html_fallback(program):
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert "fallback" in bundle["text/html"] and "simplify" in bundle["text/html"]
     assert "text/html" not in data(Inspector(program, static_fallback=False)._repr_mimebundle_())
+
+
+def test_logits_generator_stops_at_stop_tokens_and_the_context_limit():
+    from caten_lab.notebook.runner import logits_generator
+
+    vocab = 5
+
+    def step(ids, pos):  # always prefers token (pos + len(ids)) % vocab
+        logits = np.zeros((1, len(ids), vocab))
+        logits[0, -1, (pos + len(ids)) % vocab] = 10.0
+        return logits
+
+    gen = logits_generator(
+        step, lambda s: [0] * len(s), lambda ids: str(ids[0]), top_probs=0, stop_tokens=[3]
+    )
+    assert [t for t, _, _ in gen("ab", max_new_tokens=10, temperature=0.0)] == [2, 3]
+    gen = logits_generator(step, lambda s: [0] * len(s), lambda ids: str(ids[0]), top_probs=0, max_context=4)
+    assert len(list(gen("ab", max_new_tokens=10, temperature=0.0))) == 2
+
+
+def test_logits_generator_emits_whole_characters_only():
+    """A byte-level tokenizer may split a character over tokens: its text comes with the last piece."""
+    from caten_lab.notebook.runner import logits_generator
+
+    data = "é!".encode()  # 3 bytes: 0xC3 0xA9 '!'
+
+    def step(ids, pos):
+        logits = np.zeros((1, 1, 256))
+        logits[0, -1, data[min(pos + len(ids) - 1, len(data) - 1)]] = 10.0
+        return logits
+
+    decode = lambda ids: bytes(ids).decode("utf-8", errors="replace")  # noqa: E731
+    gen = logits_generator(step, lambda s: [0], decode, top_probs=0)
+    assert [t for _, t, _ in gen("x", max_new_tokens=3, temperature=0.0)] == ["", "é", "!"]

@@ -207,19 +207,33 @@ def test_c_is_structured_without_gotos():
 
 
 def test_goto_renderer_fallback_agrees():
-    """CFGs built without structure notes (e.g. by hand) render with labels and gotos."""
+    """CFGs without structure notes (e.g. built by hand) render with labels and gotos, and agree."""
     import copy
 
+    from caten_lab.config import config
+    from caten_lab.runtime.toolchain import build_library, toolchain
     from caten_lab.workflow.cgen import render_c
+    from caten_lab.workflow.native import NativeAction
 
-    for act in (ex.collatz, ex.for_else, ex.skip_odd):
+    r = rng(11)
+    for act in (ex.collatz, ex.for_else, ex.skip_odd, ex.tricky_flow):
         clone = copy.copy(act)
         clone.ir = copy.copy(act.ir)
         clone.ir.structure = None
-        src = render_c(clone).source
-        assert "goto" in src
-    n = 27
-    assert ex.collatz.compile()(n) == ex.collatz(n)
+        rendered = render_c(clone)
+        assert "goto" in rendered.source
+        cfg = config()
+        built = build_library(rendered.source, toolchain(cfg.cc, cfg.cache_dir), cfg.cache_dir)
+        native = NativeAction(clone, rendered, built.path, 1, built.cc_s)
+        for n in range(1, 40):
+            if act is ex.for_else:
+                a = r.integers(0, 10, n % 7).astype(np.int32)
+                assert native(a, n % 10) == act(a, n % 10)
+            elif act is ex.tricky_flow:
+                a = r.integers(0, 40, n % 9).astype(np.int32)
+                assert native(n, a) == act(n, a)
+            else:
+                assert native(n) == act(n)
 
 
 def test_tricky_control_flow_matches():
@@ -229,3 +243,16 @@ def test_tricky_control_flow_matches():
     for n in list(range(0, 30)) + [200, 500]:
         a = r.integers(0, 40, int(r.integers(0, 12))).astype(np.int32)
         assert native(n, a) == ex.tricky_flow(n, a), (n, a)
+
+
+def test_u8_compared_with_wide_literal():
+    @action
+    def count_below(data: Array[u8, ("n",)]) -> i32:
+        c = 0
+        for i in range(len(data)):
+            if data[i] < 300 and data[i] != 256 + 7:
+                c += 1
+        return c
+
+    data = np.arange(256, dtype=np.uint8)
+    assert count_below.compile()(data) == count_below(data) == 256

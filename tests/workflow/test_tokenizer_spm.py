@@ -28,6 +28,7 @@ VARIANTS = {
     "bpe_no_byte_fallback": dict(model_type="bpe", byte_fallback=False),
     "bpe_user_symbols": dict(model_type="bpe", user_defined_symbols=USER_SYMBOLS),
     "unigram_user_symbols": dict(model_type="unigram", user_defined_symbols=USER_SYMBOLS),
+    "bpe_across_spaces": dict(model_type="bpe", split_by_whitespace=False),  # pieces like "of▁the"
 }
 
 
@@ -65,7 +66,7 @@ def test_edge_cases(models, text):
 
 def test_varied_text_matches(models):
     name, ours, ref = models
-    text = varied_text(6_000 if ("no_" in name or "user" in name) else 15_000, seed=4)
+    text = varied_text(6_000 if ("no_" in name or "user" in name or "across" in name) else 15_000, seed=4)
     if "user" in name:
         text = text.replace(" a", " <sep> a").replace("e", "e[MASK]")
     expected = ref.encode(text)
@@ -116,3 +117,11 @@ def test_large_text_matches(corpus_file, kind):
     ref = spm.SentencePieceProcessor(model_file=f"{prefix}.model")
     text = varied_text(max(3_000, int(1_100_000 * slow_scale())), seed=31)
     assert ours.encode(text) == ref.encode(text)
+
+
+def test_word_by_word_bpe_only_when_no_piece_spans_a_space(models):
+    name, ours, _ = models
+    spans = any("\u2581" in ours.id_to_piece(i)[1:] for i in range(ours.n_vocab))
+    assert ours.tables.ws_split == (0 if spans else 1)
+    if name == "bpe_across_spaces":
+        assert spans

@@ -61,6 +61,7 @@ class SPMTables:
     max_score: float  # max(FLT_MIN, best NORMAL score): the user-defined bonus base in unigram
     user_trie: PairTable  # trie of user-defined pieces only (BPE's frozen-symbol prefix match)
     user_node_piece: np.ndarray
+    ws_split: int  # 1: no piece has U+2581 after its start, so BPE may merge word by word
 
 
 def _trie(items: list[bytes], keep: list[bool]) -> tuple[PairTable, np.ndarray]:
@@ -143,7 +144,8 @@ def build_spm_tables(model: SentencePieceModel) -> SPMTables:
                      2 if model.remove_extra_whitespaces else (1 if model.add_dummy_prefix else 0),
                      1 if model.model_type == BPE else 0, unk_id, unk_score, int(model.byte_fallback),
                      int(model.add_dummy_prefix), int(model.remove_extra_whitespaces),
-                     np.array(user, dtype=np.uint8), max_score, user_trie, user_node_piece)
+                     np.array(user, dtype=np.uint8), max_score, user_trie, user_node_piece,
+                     int(all(SPACE not in p.piece[1:] for p, n, u in zip(model.pieces, normal, user) if n or u)))
 
 
 def _static_args(t: SPMTables) -> dict[str, object]:
@@ -156,7 +158,7 @@ def _static_args(t: SPMTables) -> dict[str, object]:
             "kind": t.decode_kind, "n_vocab": t.pieces.n, "strip_mode": t.strip_mode,
             "is_user": t.is_user, "max_score": t.max_score, "uleft": t.user_trie.left,
             "uright": t.user_trie.right, "uchild": t.user_trie.result, "umask": t.user_trie.mask,
-            "unode_piece": t.user_node_piece}
+            "unode_piece": t.user_node_piece, "ws_split": t.ws_split}
 
 
 class SentencePieceTokenizer:
@@ -206,7 +208,13 @@ class SentencePieceTokenizer:
         norm = np.zeros(w, dtype=np.uint8)
         work = [np.zeros(w, dtype=np.int32) for _ in range(5)]
         frozen = np.zeros(w, dtype=np.uint8)
-        heap = np.zeros(6 * w, dtype=np.int64)  # (key, payload) pairs, <= 3 entries per symbol
+        segment = w  # symbols merged together: the whole text, or (ws_split) the longest word
+        if not self.tables.is_bpe:
+            segment = 1  # unigram does not use the heap
+        elif self.tables.ws_split:
+            spaces = np.flatnonzero(text == 32)
+            segment = int(np.diff(np.concatenate(([-1], spaces, [n]))).max()) + 4
+        heap = np.zeros(6 * segment, dtype=np.int64)  # (key, payload) pairs, <= 3 entries per symbol
         best = np.zeros(w, dtype=np.float32)
         out = np.zeros(w, dtype=np.int32)
         sym_start, sym_len, nxt, prv, ids = work

@@ -156,7 +156,7 @@ def spm_bpe(
     sym_start: Array[i32, ("w",)], sym_len: Array[i32, ("w",)], nxt: Array[i32, ("w",)],
     prv: Array[i32, ("w",)], heap: Array[i64, ("h",)], ids: Array[i32, ("w",)], frozen: Array[u8, ("w",)],
     uleft: Array[i32, ("upairs",)], uright: Array[i32, ("upairs",)], uchild: Array[i32, ("upairs",)],
-    umask: i64, unode_piece: Array[i32, ("unodes",)],
+    umask: i64, unode_piece: Array[i32, ("unodes",)], ws_split: i32,
 ) -> i32:
     """SentencePiece BPE over the normalized bytes.
 
@@ -185,37 +185,49 @@ def spm_bpe(
     if ns == 0:
         return 0
     nxt[ns - 1] = -1
-    hs = 0
-    for i in range(ns - 1):
-        hs = spm_push_pair(norm, i, sym_start, sym_len, i + 1, vslots, vmask, voffsets, vdata, score_rank,
-                           heap, hs, frozen)
-    while hs > 0:
-        left = i32(heap[0] & 4294967295)
-        payload = i64(heap[1])
-        hs = heap2_pop(heap, hs)
-        right = i32(nxt[left])
-        if right < 0:
-            continue
-        # sizes only grow, so an unchanged total means both symbols are as they were when pushed
-        if sym_len[left] == 0 or sym_len[right] == 0:
-            continue
-        merged = i32(payload & 4294967295)
-        if sym_len[left] + sym_len[right] != merged:
-            continue
-        sym_len[left] = merged
-        ids[left] = i32(payload >> 32)
-        sym_len[right] = 0
-        after = i32(nxt[right])
-        nxt[left] = after
-        if after >= 0:
-            prv[after] = left
-        before = i32(prv[left])
-        if before >= 0:
-            hs = spm_push_pair(norm, before, sym_start, sym_len, left, vslots, vmask, voffsets, vdata,
-                               score_rank, heap, hs, frozen)
-        if after >= 0:
-            hs = spm_push_pair(norm, left, sym_start, sym_len, after, vslots, vmask, voffsets, vdata,
-                               score_rank, heap, hs, frozen)
+    # Merge segment by segment: when no piece has U+2581 after its first character, no merge can
+    # cross the start of a U+2581, so each word has its own small heap (same result, cache-friendly).
+    seg = 0
+    while seg < ns:
+        seg_end = ns
+        if ws_split != 0:
+            seg_end = seg + 1
+            while seg_end < ns and not (i32(norm[sym_start[seg_end]]) == 226 and sym_len[seg_end] >= 3
+                                        and i32(norm[sym_start[seg_end] + 1]) == 150
+                                        and i32(norm[sym_start[seg_end] + 2]) == 129):
+                seg_end = seg_end + 1
+        hs = 0
+        for i in range(seg, seg_end - 1):
+            hs = spm_push_pair(norm, i, sym_start, sym_len, i + 1, vslots, vmask, voffsets, vdata, score_rank,
+                               heap, hs, frozen)
+        while hs > 0:
+            left = i32(heap[0] & 4294967295)
+            payload = i64(heap[1])
+            hs = heap2_pop(heap, hs)
+            right = i32(nxt[left])
+            if right < 0:
+                continue
+            # sizes only grow, so an unchanged total means both symbols are as they were when pushed
+            if sym_len[left] == 0 or sym_len[right] == 0:
+                continue
+            merged = i32(payload & 4294967295)
+            if sym_len[left] + sym_len[right] != merged:
+                continue
+            sym_len[left] = merged
+            ids[left] = i32(payload >> 32)
+            sym_len[right] = 0
+            after = i32(nxt[right])
+            nxt[left] = after
+            if after >= 0:
+                prv[after] = left
+            before = i32(prv[left])
+            if before >= seg:
+                hs = spm_push_pair(norm, before, sym_start, sym_len, left, vslots, vmask, voffsets, vdata,
+                                   score_rank, heap, hs, frozen)
+            if after >= 0 and after < seg_end:
+                hs = spm_push_pair(norm, left, sym_start, sym_len, after, vslots, vmask, voffsets, vdata,
+                                   score_rank, heap, hs, frozen)
+        seg = seg_end
     count = 0
     i = 0
     while i >= 0:
@@ -358,7 +370,7 @@ def spm_encode(
     unk_score: f32, unk_id: i32, byte_fallback: i32, byte_ids: Array[i32, (256,)],
     is_user: Array[u8, ("vocab",)], max_score: f32,
     uleft: Array[i32, ("upairs",)], uright: Array[i32, ("upairs",)], uchild: Array[i32, ("upairs",)],
-    umask: i64, unode_piece: Array[i32, ("unodes",)],
+    umask: i64, unode_piece: Array[i32, ("unodes",)], ws_split: i32,
     norm: Array[u8, ("m",)], sym_start: Array[i32, ("w",)], sym_len: Array[i32, ("w",)],
     nxt: Array[i32, ("w",)], prv: Array[i32, ("w",)], heap: Array[i64, ("h",)],
     best_score: Array[f32, ("m1",)], ids: Array[i32, ("w",)], frozen: Array[u8, ("w",)],
@@ -369,7 +381,7 @@ def spm_encode(
     count = 0
     if is_bpe != 0:
         count = spm_bpe(norm, m, vslots, vmask, voffsets, vdata, score_rank, sym_start, sym_len, nxt, prv,
-                        heap, ids, frozen, uleft, uright, uchild, umask, unode_piece)
+                        heap, ids, frozen, uleft, uright, uchild, umask, unode_piece, ws_split)
     else:
         count = spm_unigram(norm, m, tleft, tright, tchild, tmask, node_piece, scores, unk_score, unk_id,
                             is_user, max_score, best_score, nxt, prv, sym_start, sym_len, ids)

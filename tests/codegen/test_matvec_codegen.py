@@ -1,0 +1,135 @@
+"""Decode-speed codegen (hoisted matvec operands, OpenMP placement, float16 loads, the call hot path),
+checked against the NumPy interpreter: these change how the C computes, never what it computes."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from caten_lab.air.dtypes import DType
+from caten_lab.air.graph import Graph
+from caten_lab.compiler import compile as compile_graph
+from caten_lab.compiler import lower_to_c
+from caten_lab.config import from_env, settings
+from caten_lab.models.quantize import apply_weight_format
+from caten_lab.nn.gpt2 import GPT2, GPT2Config
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache_dir(tmp_path_factory):
+    old = os.environ.get("CATEN_CACHE_DIR")
+    os.environ["CATEN_CACHE_DIR"] = str(tmp_path_factory.mktemp("caten_cache"))
+    yield
+    if old is None:
+        os.environ.pop("CATEN_CACHE_DIR", None)
+    else:
+        os.environ["CATEN_CACHE_DIR"] = old
+
+
+def _decoder(fmt: str = "fp32", vocab: int = 211):
+    model = GPT2(GPT2Config(vocab_size=vocab, n_positions=32, n_embd=48, n_layer=2, n_head=4))
+    dec = model.decoder_graph(last_only=True)
+    names = [k for k, v in dec.arrays.items() if v.ndim == 2 and k.endswith(".weight") and "wpe" not in k]
+    graph, arrays = apply_weight_format(dec.graph, dict(dec.arrays), names, fmt)
+    return graph, arrays, dec.tokens
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "int8"])
+def test_gpt2_decoder_c_equals_interpreter_prefill_and_decode(fmt):
+    graph, arrays, tokens = _decoder(fmt)
+    with settings(threads=2):
+        prog = compile_graph(graph, backend="c")
+    ref = compile_graph(graph, backend="numpy")
+    a_c = {k: v.copy() for k, v in arrays.items()}
+    a_n = {k: v.copy() for k, v in arrays.items()}
+    steps = [([3, 17, 5, 200, 9], 0), ([4], 5), ([11], 6), ([0], 7), ([210], 8)]
+    for ids, pos in steps:
+        for a in (a_c, a_n):
+            a[tokens] = np.array([ids], dtype=np.int64)
+        sym = {"seq": len(ids), "pos": pos}
+        got = prog(a_c, sym)[0]
+        want = ref(a_n, sym)[0]
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+    for name in arrays:  # the KV caches were updated in place identically
+        np.testing.assert_allclose(a_c[name], a_n[name], rtol=2e-4, atol=2e-5)
+
+
+def test_matvec_operands_are_hoisted_and_lm_head_runs_in_parallel():
+    graph, _, _ = _decoder(vocab=1500)  # enough work for two threads
+    src = lower_to_c(graph, threads=2).ctx.artifacts["c_source"]
+    at = src.index("< 1500;")  # the vocabulary loop of the last LayerNorm + lm_head kernel
+    lm_head = src[src.rindex("\nstatic ", 0, at):src.index("\n}\n", at)]
+    # the LayerNorm of the last row is computed once into a local array, outside the vocabulary loop
+    assert "float h" in lm_head and "[48];" in lm_head
+    loop = lm_head.index("< 1500;")
+    assert lm_head.rindex("#pragma omp parallel for", 0, loop) > lm_head.rindex("float h", 0, loop)
+    inner = lm_head[loop:]
+    assert "sqrtf" not in inner and "cl_floormod" not in inner  # nothing but the dot product per row
+    # GELU is evaluated once per hidden unit, not once per (hidden unit, output) pair
+    gelu_in_reduction = 0
+    for fn in src.split("\nstatic ")[1:]:
+        at = 0
+        while (at := fn.find("reduction(+:", at) + 1) > 0:
+            gelu_in_reduction += "0.044715f" in fn[at:fn.find("}", at)]
+    assert "0.044715f" in src and gelu_in_reduction == 0
+
+
+def test_float16_loads_are_exact_for_every_bit_pattern():
+    g = Graph()
+    h = g.insert("allocate", [], shape=(65536,), dtype=DType.float16, name="h")
+    g.mark_output(g.insert("cast", [h], dtype=DType.float32))
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    x = bits.view(np.float16)
+    got = compile_graph(g, backend="c")({"h": x})[0]
+    want = x.astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+
+
+def _axpy_graph():
+    g = Graph()
+    from caten_lab.air.symbolic import Sym
+
+    n = Sym("n")
+    x = g.insert("allocate", [], shape=(n,), dtype=DType.float32, name="x")
+    y = g.insert("allocate", [], shape=(n,), dtype=DType.float32, name="y")
+    t = g.insert("mul", [x, 2.0])
+    s = g.insert("add", [t, y])
+    g.mark_output(g.insert("mul", [s, s]))
+    return g
+
+
+def test_hot_path_sees_new_arrays_new_contents_and_new_sizes():
+    prog = compile_graph(_axpy_graph(), backend="c")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(5).astype(np.float32)
+    y = rng.standard_normal(5).astype(np.float32)
+    f = lambda x, y: ((2 * x + y) ** 2).astype(np.float32)  # noqa: E731
+    np.testing.assert_allclose(prog({"x": x, "y": y})[0], f(x, y), rtol=1e-6)
+    x[...] = 3.0  # same array object, new contents
+    np.testing.assert_allclose(prog({"x": x, "y": y})[0], f(x, y), rtol=1e-6)
+    x2 = rng.standard_normal(5).astype(np.float32)  # a new object
+    np.testing.assert_allclose(prog({"x": x2, "y": y})[0], f(x2, y), rtol=1e-6)
+    big = rng.standard_normal(40).astype(np.float64)[::2]  # converted copy: must not be cached
+    yb = np.ones(20, np.float32)
+    np.testing.assert_allclose(prog({"x": big, "y": yb})[0], f(big.astype(np.float32), yb), rtol=1e-6)
+    big[...] = 1.0
+    np.testing.assert_allclose(prog({"x": big, "y": yb})[0], f(big.astype(np.float32), yb), rtol=1e-6)
+    for n in (1, 7, 3, 64, 2):  # grow and shrink
+        xs, ys = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        out = prog({"x": xs, "y": ys})[0]
+        assert out.shape == (n,)
+        np.testing.assert_allclose(out, f(xs, ys), rtol=1e-6)
+    a = prog({"x": x, "y": y})[0]
+    b = prog({"x": x, "y": y})[0]
+    assert a is not b  # outputs are fresh arrays: a result never changes under the caller
+
+
+def test_config_memo_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("CATEN_THREADS", "1")
+    assert from_env().threads == 1
+    monkeypatch.setenv("CATEN_THREADS", "3")
+    assert from_env().threads == 3
