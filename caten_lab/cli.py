@@ -1,7 +1,8 @@
-"""The ``caten-lab`` command: demo, compile, bench.
+"""The ``caten-lab`` command: demo, compile, export, bench.
 
     caten-lab demo [--prompt TEXT] [--tokens N] [--weights fp32|fp16|int8]
     caten-lab compile MODEL_DIR_OR_GGUF [--weights ...] [--c-out FILE]
+    caten-lab export DIR [--model DIR] [--workflow generate|perplexity]
     caten-lab bench NAME [args...]      # runs bench/NAME.py from a source checkout
 """
 
@@ -94,6 +95,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, str(script), *args.rest])
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a workflow as lib<name>.so + <name>.h + a command-line program (runs without Python)."""
+    from caten_lab.workflow.export import export, generation_workflow
+    from caten_lab.workflow.perplexity import perplexity_workflow
+
+    model_dir = Path(args.model) if args.model else BUNDLED_MODEL
+    t0 = time.perf_counter()
+    if args.workflow == "generate":
+        wf = generation_workflow(model_dir, name=args.name or "gpt2", n_ctx=args.n_ctx)
+    else:
+        wf = perplexity_workflow(model_dir, window=args.n_ctx, name=args.name or "gpt2ppl")
+    res = export(wf, args.dir)
+    print(f"exported the {args.workflow} workflow of {model_dir} in {time.perf_counter() - t0:.1f} s:")
+    for label, path in (("library", res.library), ("header", res.header), ("command", res.cli)):
+        print(f"  {label:8s} {path}")
+    if args.workflow == "generate":
+        print(f'try: {res.cli} --weights {model_dir} --prompt "{DEFAULT_PROMPT}" --tokens 40 --temperature 0.8 --top-k 40')
+    else:
+        print(f"try: {res.cli} --weights {model_dir} --text FILE.txt")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="caten-lab", description="caten_lab: a deep-learning compiler you can watch work.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -112,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--c-out")
     c.add_argument("--force", action="store_true", help="bypass the compile cache")
     c.set_defaults(fn=cmd_compile)
+    e = sub.add_parser("export", help="export GPT-2 generation (or perplexity) as a C library + header + CLI")
+    e.add_argument("dir", help="output directory")
+    e.add_argument("--model", help="a Hugging Face GPT-2 directory (default: the bundled model)")
+    e.add_argument("--workflow", choices=["generate", "perplexity"], default="generate")
+    e.add_argument("--name", help="library / API prefix (default: gpt2, or gpt2ppl for perplexity)")
+    e.add_argument("--n-ctx", type=int, help="context (generation) or window (perplexity) length")
+    e.set_defaults(fn=cmd_export)
     b = sub.add_parser("bench", help="run a benchmark from bench/ (e.g. gpt2, compile_time, air_scaling)")
     b.add_argument("name")
     b.add_argument("rest", nargs=argparse.REMAINDER)

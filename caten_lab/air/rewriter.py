@@ -3,7 +3,8 @@
 A :class:`Rule` pairs a :class:`Pat` (over op, attributes and nested operands) with a builder that
 returns the replacement value (or None to decline). :func:`rewrite` runs a worklist: each node is
 tried against the rules indexed by its op; a successful rewrite redirects every use of the matched
-root to the replacement, drops what became dead, and re-queues the new nodes and the users of the
+root to the replacement, drops what became dead (the matched nodes no longer read, and scratch
+nodes the builder inserted but did not use), and re-queues the new nodes and the users of the
 replacement (up to the deepest pattern's depth, so nested patterns see changes below them).
 Cost is O(nodes + rewrites x pattern size).
 
@@ -297,10 +298,14 @@ class Rewriter:
                         continue
                     if not isinstance(new, str) and not _literal_fits(g, old):
                         new = g.insert("const", [], value=new, shape=node.shape, dtype=node.dtype)
-                    produced = [nodes[i] for i in journal if i in nodes]
                     g.replace_uses(old, new)
                     removed: list[int] | None = [] if record is not None else None
                     _remove_dead(g, node, removed)
+                    for i in reversed(journal):  # scratch nodes the builder made but did not use
+                        p = nodes.get(i)
+                        if p is not None and p.out != new and not g.n_users(p.out):
+                            _remove_dead(g, p, removed)
+                    produced = [nodes[i] for i in journal if i in nodes]
                     for p in produced:
                         if p.id in nodes and p.id not in queued:
                             work.append(p.id)

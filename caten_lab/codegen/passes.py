@@ -67,7 +67,10 @@ class LoopOpts:
         threads = int(ctx.options.get("threads", 1))
         par = sum(parallelize(f, threads) for f in prog.functions)
         unrolled = sum(unroll_small(f) for f in prog.functions)
-        ctx.artifacts["loop_opts"] = {"parallel_kernels": par, "unrolled_loops": unrolled}
+        from caten_lab.codegen.rowblock import block_rows
+
+        blocked = sum(block_rows(f) for f in prog.functions)  # prefill matmuls: 4 rows per weight read
+        ctx.artifacts["loop_opts"] = {"parallel_kernels": par, "unrolled_loops": unrolled, "row_blocked": blocked}
         return graph
 
 

@@ -321,7 +321,12 @@ def _random_program(draw) -> Graph:
     return g
 
 
-TO_NEG = Rule("x*-1 -> neg x", Pat("mul", ["x", -1.0]), lambda m: m.graph.insert("neg", [m["x"]]))
+def _to_neg_with_scratch(m):
+    m.graph.insert("sin", [m["x"]])  # scratch work the builder does not use: must be cleaned up
+    return m.graph.insert("neg", [m["x"]])
+
+
+TO_NEG = Rule("x*-1 -> neg x", Pat("mul", ["x", -1.0]), _to_neg_with_scratch)
 ALL_RULES = [MUL1, ADD0, NEGNEG, MUL0, XX, TO_NEG]
 
 
@@ -360,6 +365,7 @@ def test_replay_of_every_prefix_reproduces_the_graph(g):
     for a, b in zip(interpret(start, inputs), interpret(g, inputs)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert Rewriter(ALL_RULES).run(g) == 0  # a fixed point
+    assert all(n.op != "sin" for n in g.nodes)  # no scratch node survives
     for k in range(len(rec) + 1):
         stepped = start.copy()
         assert Rewriter(ALL_RULES).run(stepped, stop_after=k) == k

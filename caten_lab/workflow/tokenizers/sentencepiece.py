@@ -192,6 +192,7 @@ class SentencePieceTokenizer:
         return "bpe" if self.tables.is_bpe else "unigram"
 
     def encode(self, text: str) -> list[int]:
+        """Piece ids of ``text`` (no <s>/</s> added, like ``SentencePieceProcessor.encode``)."""
         return self.encode_bytes(text_to_utf8(text))
 
     def encode_bytes(self, data: bytes) -> list[int]:
@@ -199,6 +200,7 @@ class SentencePieceTokenizer:
         return self.encode_array(np.frombuffer(data, dtype=np.uint8)).tolist()
 
     def encode_array(self, text: np.ndarray) -> np.ndarray:
+        """Piece ids (int32 array) of a uint8 array; allocates the actions' work buffers."""
         n = int(text.shape[0])
         if n == 0:
             return np.zeros(0, dtype=np.int32)

@@ -1,0 +1,386 @@
+"""``export(workflow, dir)``: one shared library + a C header + a command-line program, no Python.
+
+A workflow joins compiled pieces: the GPT-2 program (caten_lab.compiler: one C function per kernel
+and the ``caten_run`` entry), the tokenizer and sampler actions (rendered to C by the action
+compiler) and a small hand-written C runtime (export_c.py) that reads the safetensors weights,
+owns the model buffers and runs the loop. Each piece is its own translation unit compiled with the
+very flags the Python runtime uses, so the library computes the same logits and draws the same
+tokens as the Python API. Tokenizer tables are packed into one binary blob and linked with the
+assembler's ``.incbin`` (no C array literals). Only the API functions are exported from the .so.
+
+    wf = generation_workflow("assets/tiny_gpt2")
+    out = export(wf, "build/gpt2")        # build/gpt2/{libgpt2.so, gpt2.h, gpt2, main.c, ...}
+    subprocess.run([out.cli, "--weights", "assets/tiny_gpt2", "--prompt", "Hello"])
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from caten_lab.air.symbolic import render
+from caten_lab.config import config
+from caten_lab.errors import CatenError, CompileError
+from caten_lab.workflow import export_c
+from caten_lab.workflow.cgen import render_c
+from caten_lab.workflow.types import ArrayType
+
+KIND_CODES = {"input": 0, "tokens": 1, "state": 2, "intermediate": 3, "output": 4}
+MODEL_SYMBOLS = ("seq", "pos")
+
+
+class ExportError(CatenError):
+    """A workflow that cannot be exported (unsupported model layout, C compiler failure, ...)."""
+
+
+@dataclass
+class GenerationWorkflow:
+    """Tokenize -> GPT-2 -> sample -> repeat, for one model directory (HF layout)."""
+
+    model_dir: Path
+    runner: Any  # models.gpt2.GPT2Runner
+    tokenizer: Any  # workflow.tokenizers.GPT2Tokenizer
+    name: str = "gpt2"
+    kind: str = "generate"
+
+
+@dataclass
+class Exported:
+    """Paths of an exported workflow and how long each step took."""
+
+    directory: Path
+    library: Path
+    header: Path
+    cli: Path
+    sources: list[Path] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def fnv64(data: bytes) -> int:
+    """FNV-1a 64 of a file's bytes (the C library checks vocab/merges files with the same hash)."""
+    h = 1469598103934665603
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def generation_workflow(model_dir: str | os.PathLike, *, name: str = "gpt2", n_ctx: int | None = None) -> GenerationWorkflow:
+    """The GPT-2 text generation workflow of a local Hugging Face directory (fp32 weights)."""
+    from caten_lab.models.gpt2 import GPT2Runner
+    from caten_lab.workflow.tokenizers import GPT2Tokenizer
+
+    d = Path(model_dir)
+    for f in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
+        if not (d / f).is_file():
+            raise ExportError(f"{d / f}: not found", hint="export needs a GPT-2 directory with config.json, "
+                              "model.safetensors, vocab.json and merges.txt")
+    if not name.isidentifier():
+        raise ExportError(f"workflow name {name!r} must be a C identifier")
+    runner = GPT2Runner.from_pretrained(d, n_ctx=n_ctx)
+    tok = GPT2Tokenizer.from_files(d / "vocab.json", d / "merges.txt")
+    return GenerationWorkflow(d, runner, tok, name)
+
+
+# ------------------------------------------------------------------------------------ model tables
+
+
+def model_tables_c(runner: Any, n_ctx: int) -> str:
+    """C tables describing the compiled program's buffers, symbols and weights (see export_c)."""
+    from caten_lab.models.gpt2_weights import _TRANSPOSED, expected_shapes
+    from caten_lab.passes.indexing import numel
+
+    prog = runner.program
+    if getattr(prog, "schedule", None) is None or prog.c_source is None:
+        raise ExportError("the model was not compiled with the C backend", hint="export needs backend='c'")
+    sched = prog.schedule
+    syms = list(sched.symbols)
+    unknown = [s for s in syms if s not in MODEL_SYMBOLS]
+    if unknown:
+        raise ExportError(f"the model program has symbols {unknown}; export supports {MODEL_SYMBOLS}")
+    index = {s: i for i, s in enumerate(syms)}
+
+    def c_dim(d: Any) -> str:
+        text = render(d, lambda s: f"sym[{index[s]}]")
+        if not re.fullmatch(r"[0-9sym\[\]+*() -]*", text):
+            raise ExportError(f"cannot express buffer size {text!r} in C")
+        return f"(int64_t)({text})"
+
+    plan = prog.memory_plan
+    slot_of = dict(plan.slot_of) if plan is not None else {}
+    n_slots = (max(slot_of.values()) + 1) if slot_of else 0
+    names = list(sched.buffers)
+    kinds, slots, items, elems = [], [], [], []
+    hf = expected_shapes(runner.config)
+    weights = []
+    for b, name in enumerate(names):
+        info = sched.buffers[name]
+        kind = "tokens" if name == runner.tokens_name else info.kind
+        if kind not in KIND_CODES:
+            raise ExportError(f"buffer {name!r} has kind {info.kind!r}, which export does not support")
+        slot = -1
+        if kind == "intermediate":
+            slot = slot_of.get(name, -1)
+            if slot < 0:
+                slot = n_slots
+                slot_of[name] = slot
+                n_slots += 1
+        if kind == "input":
+            if name not in hf:
+                raise ExportError(f"model input {name!r} is not a GPT-2 weight",
+                                  hint="export supports fp32 GPT-2 weights (weight_format='fp32')")
+            file_shape = hf[name]
+            transpose = name.endswith(_TRANSPOSED)
+            shape = tuple(info.shape)
+            want = tuple(reversed(file_shape)) if transpose else file_shape
+            if shape != want or np.dtype(info.dtype.np) != np.float32:
+                raise ExportError(f"weight {name!r}: program buffer {shape} {info.dtype} does not match "
+                                  f"the file layout {file_shape}")
+            dims = ", ".join(str(x) for x in file_shape)
+            weights.append(f'  {{{b}, "{name}", {len(file_shape)}, {{{dims}}}, {int(transpose)}}},')
+        kinds.append(str(KIND_CODES[kind]))
+        slots.append(str(slot))
+        items.append(str(np.dtype(info.dtype.np).itemsize))
+        elems.append(f"    case {b}: return {c_dim(numel(tuple(info.shape)))};")
+    slot_cases = []
+    for s in range(n_slots):
+        members = [b for b, name in enumerate(names) if slot_of.get(name) == s]
+        body = " ".join(f"v = ct_elems({b}, sym) * {items[b]}; if (v > m) m = v;" for b in members)
+        slot_cases.append(f"    case {s}: {body} break;")
+    out_buf = names.index(sched.outputs[0])
+    set_syms = " ".join(f"sym[{i}] = {'seq' if s == 'seq' else 'pos'};" for i, s in enumerate(syms))
+    fixed = " ".join(f"sym[{i}] = {n_ctx};" for i in range(len(syms)))
+    return f"""
+#define CT_NBUF {len(names)}
+#define CT_NSYM {len(syms)}
+#define CT_NSLOT {n_slots}
+#define CT_N_CTX {n_ctx}
+#define CT_VOCAB {runner.config.vocab_size}
+#define CT_EOS {runner.config.eos_token_id}
+#define CT_TOKENS_BUF {names.index(runner.tokens_name)}
+#define CT_OUT_BUF {out_buf}
+#define CT_NWEIGHTS {len(weights)}
+void caten_run(void **b, const int64_t *sym, int64_t *err);
+static const int ct_kind[CT_NBUF] = {{{", ".join(kinds)}}};
+static const int ct_slot[CT_NBUF] = {{{", ".join(slots)}}};
+static const int64_t ct_itemsize[CT_NBUF] = {{{", ".join(items)}}};
+static int64_t ct_elems(int b, const int64_t *sym) {{
+  (void)sym;
+  switch (b) {{
+{chr(10).join(elems)}
+  }}
+  return 0;
+}}
+static int64_t ct_slot_bytes(int s, const int64_t *sym) {{
+  int64_t m = 0, v;
+  switch (s) {{
+{chr(10).join(slot_cases)}
+  }}
+  (void)v;
+  return m;
+}}
+static void ct_set_symbols(int64_t *sym, int64_t seq, int64_t pos) {{ (void)sym; (void)seq; (void)pos; {set_syms} }}
+/* upper bounds of every symbol: sizes of the buffers allocated once */
+static void ct_fixed_symbols(int64_t *sym) {{ (void)sym; {fixed} }}
+typedef struct {{ int buf; const char *name; int ndim; int64_t shape[4]; int transpose; }} ct_weight;
+static const ct_weight ct_weights[CT_NWEIGHTS] = {{
+{chr(10).join(weights)}
+}};
+"""
+
+
+# ------------------------------------------------------------------------------------ action calls
+
+
+def action_wrapper(act: Any, wrapper: str, params: str, bindings: dict[str, Any], ret: str = "int32_t") -> str:
+    """A C function ``wrapper(params)`` calling the action's exported entry with arguments by name.
+
+    ``bindings[name]`` is a C expression for a scalar parameter, or ``(pointer, [dims])`` for an array.
+    """
+    rendered = render_c(act)
+    args: list[str] = []
+    for name, t in act.ir.params:
+        if name not in bindings:
+            raise ExportError(f"no binding for parameter {name!r} of action {act.ir.name}")
+        b = bindings[name]
+        if isinstance(t, ArrayType):
+            ptr, dims = b
+            args.append(f"({t.dtype.c_name} *)({ptr})")
+            args.extend(f"(int64_t)({d})" for d in dims)
+            if len(dims) != len(t.dims):
+                raise ExportError(f"{act.ir.name}: parameter {name!r} needs {len(t.dims)} dims")
+        else:
+            args.append(f"({t.c_name})({b})")
+    args.append("err")
+    return (f"{rendered.cdef}\nstatic {ret} {wrapper}({params}) {{\n"
+            f"  return {rendered.entry}({', '.join(args)});\n}}\n")
+
+
+def table_bindings(blob: Any, symbol: str) -> dict[str, Any]:
+    """Bindings for the tokenizer tables packed in ``blob`` (names ``<symbol>_<param>``)."""
+    out: dict[str, Any] = {}
+    for name in blob.arrays:
+        out[name] = (f"{symbol}_{name}", [f"{symbol}_{name}_len"])
+    for name in blob.scalars:
+        out[name] = f"{symbol}_{name}"
+    return out
+
+
+# ------------------------------------------------------------------------------------ building
+
+
+def _toolchain_flags() -> tuple[list[str], list[str]]:
+    from caten_lab.runtime.toolchain import toolchain
+
+    cfg = config()
+    tc = toolchain(cfg.cc, cfg.cache_dir)
+    flags = [f for f in tc.flags if f != "-shared"]
+    return list(tc.cc), flags
+
+
+def _run_cc(cmd: list[str], what: str) -> None:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise CompileError(f"building {what} failed:\n$ {' '.join(cmd)}\n{(r.stderr or r.stdout)[:4000]}",
+                           hint="this is a caten_lab export bug unless the C compiler is broken")
+
+
+def build(out: Path, name: str, units: dict[str, str], main_c: str, header: str) -> Exported:
+    """Write the sources, compile every unit with the runtime's flags, link lib<name>.so and the CLI."""
+    out.mkdir(parents=True, exist_ok=True)
+    src_dir = out / "src"
+    src_dir.mkdir(exist_ok=True)
+    cc, flags = _toolchain_flags()
+    timings: dict[str, float] = {}
+    header_path = out / f"{name}.h"
+    header_path.write_text(header)
+    objs, sources = [], []
+    for unit, text in units.items():
+        c = src_dir / f"{unit}.c"
+        c.write_text(text)
+        sources.append(c)
+        o = src_dir / f"{unit}.o"
+        t0 = time.perf_counter()
+        _run_cc([*cc, *flags, "-fvisibility=hidden", f"-I{out}", "-c", "-o", str(o), str(c)], f"{unit}.c")
+        timings[f"cc_{unit}"] = time.perf_counter() - t0
+        objs.append(str(o))
+    lib = out / f"lib{name}.so"
+    link = ["-fopenmp"] if "-fopenmp" in flags else []
+    t0 = time.perf_counter()
+    tmp = out / f".lib{name}.so.tmp"
+    _run_cc([*cc, "-shared", *link, "-o", str(tmp), *objs, "-lm"], f"lib{name}.so")
+    os.replace(tmp, lib)
+    timings["link"] = time.perf_counter() - t0
+    main_path = out / "main.c"
+    main_path.write_text(main_c)
+    cli = out / name
+    t0 = time.perf_counter()
+    _run_cc([*cc, "-O2", f"-I{out}", "-o", str(cli), str(main_path), f"-L{out}", f"-l{name}",
+             "-Wl,-rpath,$ORIGIN"], "the command-line program")
+    timings["cc_main"] = time.perf_counter() - t0
+    return Exported(out, lib, header_path, cli, [*sources, main_path], timings)
+
+
+def _subst(text: str, name: str) -> str:
+    return text.replace("@P@", name).replace("@U@", name.upper())
+
+
+def export(workflow: Any, directory: str | os.PathLike) -> Exported:
+    """Write ``lib<name>.so``, ``<name>.h`` and the ``<name>`` command-line program into ``directory``."""
+    if getattr(workflow, "kind", None) == "perplexity":
+        from caten_lab.workflow.perplexity import export_perplexity
+
+        return export_perplexity(workflow, directory)
+    if not isinstance(workflow, GenerationWorkflow):
+        raise ExportError(f"export() takes a workflow, got {type(workflow).__name__}",
+                          hint="build one with generation_workflow(model_dir) or perplexity_workflow(...)")
+    t0 = time.perf_counter()
+    out = Path(directory).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    name = workflow.name
+    runner = workflow.runner
+    runner.compile()
+    units, glue = model_units(runner, workflow.tokenizer, workflow.model_dir, out, name)
+    glue += sampler_glue()
+    from caten_lab.workflow.samplers import sample_token
+
+    units["sampler"] = render_c(sample_token).source
+    glue += _subst(export_c.GEN_C, name)
+    units[f"{name}_workflow"] = glue
+    header = header_text(name, export_c.GEN_HEADER)
+    gen_s = time.perf_counter() - t0
+    res = build(out, name, units, _subst(export_c.GEN_MAIN, name), header)
+    res.timings["generate_c"] = gen_s
+    return res
+
+
+def header_text(name: str, specific: str) -> str:
+    guard = f"{name.upper()}_H"
+    return _subst(f"/* generated by caten_lab.workflow.export: the C API of lib{name} */\n"
+                  f"#ifndef {guard}\n#define {guard}\n" + export_c.HEADER_COMMON + specific, name)
+
+
+def model_units(runner: Any, tok: Any, model_dir: Path, out: Path, name: str) -> tuple[dict[str, str], str]:
+    """Translation units shared by every GPT-2 workflow (model, tokenizer actions) and the glue's
+    common part (tables, safetensors reader, context, encode/decode)."""
+    from caten_lab.workflow.tokenizers._action import ACTIONS
+    from caten_lab.workflow.tokenizers.static_data import incbin_c, pack_static
+
+    prog = runner.program
+    units = {"model": prog.c_source}
+    encode, decode = ACTIONS["gpt2_encode"], ACTIONS["tokens_to_bytes"]
+    units["tok_encode"] = render_c(encode).source
+    units["tok_decode"] = render_c(decode).source
+    blob = pack_static(tok.static_args())
+    blob_path = out / "src" / "tokenizer_tables.bin"
+    blob_path.parent.mkdir(parents=True, exist_ok=True)
+    blob_path.write_bytes(blob.data)
+    offsets = tok.tables.vocab.offsets
+    max_token = int((offsets[1:] - offsets[:-1]).max()) if len(offsets) > 1 else 1
+    vocab_file, merges_file = Path(model_dir) / "vocab.json", Path(model_dir) / "merges.txt"
+    glue = [
+        f"/* generated by caten_lab.workflow.export: the {name} workflow runtime */",
+        "#define _GNU_SOURCE",
+        f'#include "{name}.h"',
+        model_tables_c(runner, runner.n_ctx),
+        f"#define CT_MAX_TOKEN_BYTES {max(max_token, 1)}",
+        f"#define CT_VOCAB_HASH {fnv64(vocab_file.read_bytes())}ULL",
+        f"#define CT_MERGES_HASH {fnv64(merges_file.read_bytes())}ULL",
+        _subst(export_c.COMMON_C, name),
+        incbin_c(blob, blob_path, "ct_tok"),
+    ]
+    if tok.n_vocab != runner.config.vocab_size:
+        raise ExportError(f"the tokenizer has {tok.n_vocab} tokens but the model {runner.config.vocab_size}")
+    tb = table_bindings(blob, "ct_tok")
+    enc = {**tb, "text": ("text", ["n"]), "n": "n", "char_start": ("char_start", ["n + 1"]),
+           "char_cls": ("char_cls", ["n + 1"]), "sym": ("sym", ["n + 1"]), "rank": ("rank", ["n + 1"]),
+           "res": ("res", ["n + 1"]), "heap": ("heap", ["3 * n + 3"]), "out": ("out", ["n"])}
+    glue.append(action_wrapper(
+        encode, "ct_encode_call",
+        "uint8_t *text, int64_t n, int32_t *char_start, uint8_t *char_cls, int32_t *sym, int32_t *rank, "
+        "int32_t *res, int64_t *heap, int32_t *out, int64_t *err", enc))
+    dec = {**tb, "ids": ("ids", ["1"]), "count": "1", "out": ("out", ["out_len"])}
+    glue.append(action_wrapper(decode, "ct_decode_call", "int32_t *ids, uint8_t *out, int64_t out_len, int64_t *err", dec))
+    glue.append(_subst(export_c.CTX_C, name))
+    return units, "\n".join(glue)
+
+
+def sampler_glue() -> str:
+    from caten_lab.workflow.samplers import sample_token
+
+    b = {"logits": ("logits", ["CT_VOCAB"]), "history": ("history", ["hcap"]), "n_hist": "n_hist",
+         "temperature": "temperature", "top_k": "top_k", "top_p": "top_p",
+         "repetition_penalty": "repetition_penalty", "seed_hi": "seed_hi", "seed_lo": "seed_lo", "step": "step",
+         "x": ("x", ["CT_VOCAB"]), "p": ("p", ["CT_VOCAB"]), "order": ("order", ["CT_VOCAB"]),
+         "seen": ("seen", ["CT_VOCAB"]), "st": ("st", ["2"])}
+    return action_wrapper(
+        sample_token, "ct_sample_call",
+        "float *logits, int32_t *history, int64_t hcap, int64_t n_hist, double temperature, int64_t top_k, "
+        "double top_p, double repetition_penalty, int64_t seed_hi, int64_t seed_lo, int64_t step, double *x, "
+        "double *p, int32_t *order, uint8_t *seen, int64_t *st, int64_t *err", b)

@@ -1,0 +1,755 @@
+"""The hand-written C half of an exported workflow library: safetensors reading, model buffers, errors.
+
+``export.py`` generates the model-specific tables (buffer kinds, symbolic sizes, weight names and
+shapes) and the workflow's entry points; everything here is fixed text with ``@P@`` standing for the
+API prefix (``gpt2``). The reader trusts nothing in the file: the header length, the JSON, every
+name, dtype, shape and byte range is checked before a byte of tensor data is read, so a corrupt,
+truncated or mismatched file becomes an error code and a message, never a crash.
+"""
+
+from __future__ import annotations
+
+COMMON_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <errno.h>
+
+#define API __attribute__((visibility("default")))
+
+static _Thread_local char ct_init_error[1024];
+
+static void ct_fail(char *dst, const char *fmt, ...) {
+  va_list ap; va_start(ap, fmt); vsnprintf(dst, 1024, fmt, ap); va_end(ap);
+}
+
+static void *ct_alloc(int64_t bytes) {
+  void *p = NULL;
+  if (bytes < 64) bytes = 64;
+  if (posix_memalign(&p, 64, (size_t)((bytes + 63) / 64 * 64)) != 0) return NULL;
+  memset(p, 0, (size_t)bytes);
+  return p;
+}
+
+/* ------------------------------------------------------------------ a tiny bounded JSON reader */
+typedef struct { const char *s; size_t n, i; int depth; } ct_json;
+
+static void cj_ws(ct_json *p) {
+  while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
+}
+static int cj_peek(ct_json *p, char c) { cj_ws(p); return p->i < p->n && p->s[p->i] == c; }
+static int cj_eat(ct_json *p, char c) { if (cj_peek(p, c)) { p->i++; return 1; } return 0; }
+
+static int cj_hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* a string into out (NUL-terminated, at most cap-1 bytes; longer strings are an error) */
+static int cj_string(ct_json *p, char *out, size_t cap) {
+  size_t k = 0;
+  if (!cj_eat(p, '"')) return 0;
+  while (p->i < p->n) {
+    unsigned char c = (unsigned char)p->s[p->i++];
+    if (c == '"') { if (out) out[k] = 0; return 1; }
+    if (c == '\\') {
+      if (p->i >= p->n) return 0;
+      c = (unsigned char)p->s[p->i++];
+      if (c == 'u') {
+        if (p->i + 4 > p->n) return 0;
+        int v = 0;
+        for (int j = 0; j < 4; j++) { int h = cj_hex(p->s[p->i++]); if (h < 0) return 0; v = v * 16 + h; }
+        unsigned char enc[3]; int m;
+        if (v < 0x80) { enc[0] = (unsigned char)v; m = 1; }
+        else if (v < 0x800) { enc[0] = (unsigned char)(0xC0 | (v >> 6)); enc[1] = (unsigned char)(0x80 | (v & 63)); m = 2; }
+        else { enc[0] = (unsigned char)(0xE0 | (v >> 12)); enc[1] = (unsigned char)(0x80 | ((v >> 6) & 63));
+               enc[2] = (unsigned char)(0x80 | (v & 63)); m = 3; }
+        for (int j = 0; j < m; j++) { if (out) { if (k + 1 >= cap) return 0; out[k++] = (char)enc[j]; } }
+        continue;
+      }
+      switch (c) {
+        case 'n': c = '\n'; break; case 't': c = '\t'; break; case 'r': c = '\r'; break;
+        case 'b': c = '\b'; break; case 'f': c = '\f'; break;
+        case '"': case '\\': case '/': break;
+        default: return 0;
+      }
+    } else if (c < 0x20) {
+      return 0;
+    }
+    if (out) { if (k + 1 >= cap) return 0; out[k++] = (char)c; }
+  }
+  return 0;
+}
+
+static int cj_int(ct_json *p, int64_t *v) {
+  cj_ws(p);
+  int neg = 0; int64_t x = 0; size_t start;
+  if (p->i < p->n && p->s[p->i] == '-') { neg = 1; p->i++; }
+  start = p->i;
+  while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
+    if (x > (INT64_MAX - 9) / 10) return 0;
+    x = x * 10 + (p->s[p->i++] - '0');
+  }
+  if (p->i == start) return 0;
+  if (p->i < p->n && (p->s[p->i] == '.' || p->s[p->i] == 'e' || p->s[p->i] == 'E')) return 0;
+  *v = neg ? -x : x;
+  return 1;
+}
+
+static int cj_skip(ct_json *p) {
+  cj_ws(p);
+  if (p->i >= p->n || p->depth > 64) return 0;
+  char c = p->s[p->i];
+  if (c == '"') return cj_string(p, NULL, 0);
+  if (c == '{' || c == '[') {
+    char close = c == '{' ? '}' : ']';
+    p->i++; p->depth++;
+    if (cj_eat(p, close)) { p->depth--; return 1; }
+    for (;;) {
+      if (c == '{') { if (!cj_string(p, NULL, 0) || !cj_eat(p, ':')) return 0; }
+      if (!cj_skip(p)) return 0;
+      if (cj_eat(p, ',')) continue;
+      if (cj_eat(p, close)) { p->depth--; return 1; }
+      return 0;
+    }
+  }
+  size_t start = p->i;
+  while (p->i < p->n && strchr("-+.eE0123456789truefalsn", p->s[p->i]) && p->s[p->i]) p->i++;
+  return p->i > start;
+}
+
+/* ------------------------------------------------------------------ safetensors */
+typedef struct {
+  char name[256];
+  char dtype[16];
+  int ndim;
+  int64_t shape[8];
+  int64_t begin, end;
+  int used;
+} ct_tensor;
+
+typedef struct {
+  FILE *f;
+  int64_t file_size, data_start;
+  ct_tensor *t;
+  int n, cap;
+} ct_st;
+
+static void ct_st_close(ct_st *st) {
+  if (st->f) fclose(st->f);
+  free(st->t);
+  memset(st, 0, sizeof *st);
+}
+
+static int ct_st_entry(ct_json *p, ct_tensor *t, char *msg, const char *path) {
+  int have_dtype = 0, have_shape = 0, have_off = 0;
+  if (!cj_eat(p, '{')) { ct_fail(msg, "%s: tensor '%s' is not a JSON object in the safetensors header", path, t->name); return 0; }
+  if (cj_eat(p, '}')) goto check;
+  for (;;) {
+    char key[64];
+    if (!cj_string(p, key, sizeof key) || !cj_eat(p, ':')) goto bad;
+    if (!strcmp(key, "dtype")) {
+      if (!cj_string(p, t->dtype, sizeof t->dtype)) goto bad;
+      have_dtype = 1;
+    } else if (!strcmp(key, "shape")) {
+      if (!cj_eat(p, '[')) goto bad;
+      t->ndim = 0;
+      if (!cj_eat(p, ']')) {
+        for (;;) {
+          int64_t d;
+          if (t->ndim >= 8 || !cj_int(p, &d) || d < 0 || d > ((int64_t)1 << 40)) goto bad;
+          t->shape[t->ndim++] = d;
+          if (cj_eat(p, ',')) continue;
+          if (cj_eat(p, ']')) break;
+          goto bad;
+        }
+      }
+      have_shape = 1;
+    } else if (!strcmp(key, "data_offsets")) {
+      if (!cj_eat(p, '[') || !cj_int(p, &t->begin) || !cj_eat(p, ',') || !cj_int(p, &t->end) || !cj_eat(p, ']')) goto bad;
+      have_off = 1;
+    } else if (!cj_skip(p)) {
+      goto bad;
+    }
+    if (cj_eat(p, ',')) continue;
+    if (cj_eat(p, '}')) break;
+    goto bad;
+  }
+check:
+  if (!have_dtype || !have_shape || !have_off) {
+    ct_fail(msg, "%s: tensor '%s' lacks dtype, shape or data_offsets in the safetensors header", path, t->name);
+    return 0;
+  }
+  return 1;
+bad:
+  ct_fail(msg, "%s: malformed safetensors header entry for tensor '%s' (byte %zu of the header)", path, t->name, p->i);
+  return 0;
+}
+
+/* Open and validate the header; tensor data is read later, range-checked. */
+static int ct_st_open(ct_st *st, const char *path, char *msg) {
+  memset(st, 0, sizeof *st);
+  st->f = fopen(path, "rb");
+  if (!st->f) { ct_fail(msg, "%s: cannot open the weights file (%s)", path, strerror(errno)); return @U@_ERR_IO; }
+  if (fseek(st->f, 0, SEEK_END) != 0) { ct_fail(msg, "%s: cannot seek", path); return @U@_ERR_IO; }
+  long size = ftell(st->f);
+  if (size < 0) { ct_fail(msg, "%s: cannot tell the file size", path); return @U@_ERR_IO; }
+  st->file_size = size;
+  rewind(st->f);
+  unsigned char head[8];
+  if (st->file_size < 8 || fread(head, 1, 8, st->f) != 8) {
+    ct_fail(msg, "%s: file is %lld bytes, too short for a safetensors header", path, (long long)st->file_size);
+    return @U@_ERR_FORMAT;
+  }
+  uint64_t hlen = 0;
+  for (int k = 7; k >= 0; k--) hlen = (hlen << 8) | head[k];
+  if (hlen == 0 || hlen > (uint64_t)(st->file_size - 8) || hlen > ((uint64_t)100 << 20)) {
+    ct_fail(msg, "%s: header length %llu does not fit the file (%lld bytes): truncated or not safetensors",
+            path, (unsigned long long)hlen, (long long)st->file_size);
+    return @U@_ERR_FORMAT;
+  }
+  char *h = malloc((size_t)hlen + 1);
+  if (!h) { ct_fail(msg, "%s: out of memory reading the header", path); return @U@_ERR_MEMORY; }
+  if (fread(h, 1, (size_t)hlen, st->f) != (size_t)hlen) { free(h); ct_fail(msg, "%s: cannot read the header", path); return @U@_ERR_FORMAT; }
+  h[hlen] = 0;
+  st->data_start = 8 + (int64_t)hlen;
+  ct_json p = {h, (size_t)hlen, 0, 0};
+  int rc = @U@_ERR_FORMAT;
+  if (!cj_eat(&p, '{')) { ct_fail(msg, "%s: the safetensors header is not a JSON object", path); goto out; }
+  if (!cj_eat(&p, '}')) {
+    for (;;) {
+      ct_tensor t; memset(&t, 0, sizeof t);
+      if (!cj_string(&p, t.name, sizeof t.name) || !cj_eat(&p, ':')) {
+        ct_fail(msg, "%s: malformed safetensors header (byte %zu): expected a tensor name", path, p.i); goto out;
+      }
+      if (!strcmp(t.name, "__metadata__")) {
+        if (!cj_skip(&p)) { ct_fail(msg, "%s: malformed __metadata__ in the safetensors header", path); goto out; }
+      } else {
+        if (!ct_st_entry(&p, &t, msg, path)) goto out;
+        for (int k = 0; k < st->n; k++)
+          if (!strcmp(st->t[k].name, t.name)) { ct_fail(msg, "%s: tensor '%s' appears twice in the header", path, t.name); goto out; }
+        if (st->n == st->cap) {
+          int cap = st->cap ? st->cap * 2 : 64;
+          ct_tensor *nt = realloc(st->t, sizeof(ct_tensor) * (size_t)cap);
+          if (!nt) { ct_fail(msg, "%s: out of memory", path); rc = @U@_ERR_MEMORY; goto out; }
+          st->t = nt; st->cap = cap;
+        }
+        st->t[st->n++] = t;
+      }
+      if (cj_eat(&p, ',')) continue;
+      if (cj_eat(&p, '}')) break;
+      ct_fail(msg, "%s: malformed safetensors header (byte %zu): expected ',' or '}'", path, p.i); goto out;
+    }
+  }
+  for (int k = 0; k < st->n; k++) {
+    ct_tensor *t = &st->t[k];
+    if (t->begin < 0 || t->end < t->begin || st->data_start + t->end > st->file_size) {
+      ct_fail(msg, "%s: tensor '%s' has data_offsets [%lld, %lld] outside the file (%lld data bytes): the file is truncated or corrupt",
+              path, t->name, (long long)t->begin, (long long)t->end, (long long)(st->file_size - st->data_start));
+      goto out;
+    }
+  }
+  rc = @U@_OK;
+out:
+  free(h);
+  return rc;
+}
+
+static ct_tensor *ct_st_find(ct_st *st, const char *name) {
+  for (int k = 0; k < st->n; k++) if (!strcmp(st->t[k].name, name)) return &st->t[k];
+  if (!strncmp(name, "transformer.", 12))
+    for (int k = 0; k < st->n; k++) if (!strcmp(st->t[k].name, name + 12)) return &st->t[k];
+  return NULL;
+}
+
+static float ct_half(uint16_t h) {
+  uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
+  if (e == 0) {
+    if (m == 0) bits = s;
+    else { e = 113; while (!(m & 1024)) { m <<= 1; e--; } m &= 1023; bits = s | (e << 23) | (m << 13); }
+  } else if (e == 31) bits = s | 0x7F800000u | (m << 13);
+  else bits = s | ((e + 112) << 23) | (m << 13);
+  float f; memcpy(&f, &bits, 4); return f;
+}
+
+/* Read tensor ``name`` (file shape ``shape``) into ``dst`` as float32, transposing a 2-D tensor if asked. */
+static int ct_st_read(ct_st *st, const char *path, const char *name, int ndim, const int64_t *shape,
+                      int transpose, float *dst, char *msg) {
+  ct_tensor *t = ct_st_find(st, name);
+  if (!t) { ct_fail(msg, "%s: tensor '%s' is missing: the file does not match the exported model", path, name); return @U@_ERR_MISMATCH; }
+  t->used = 1;
+  int isz = !strcmp(t->dtype, "F32") ? 4 : (!strcmp(t->dtype, "F16") || !strcmp(t->dtype, "BF16")) ? 2 : 0;
+  if (!isz) { ct_fail(msg, "%s: tensor '%s' has dtype %s; supported: F32, F16, BF16", path, name, t->dtype); return @U@_ERR_MISMATCH; }
+  int same = t->ndim == ndim;
+  int64_t numel = 1;
+  for (int k = 0; same && k < ndim; k++) same = t->shape[k] == shape[k];
+  for (int k = 0; k < ndim; k++) numel *= shape[k];
+  if (!same) {
+    char got[128] = "", want[128] = "";
+    for (int k = 0; k < t->ndim && k < 8; k++) snprintf(got + strlen(got), sizeof got - strlen(got), k ? ", %lld" : "%lld", (long long)t->shape[k]);
+    for (int k = 0; k < ndim; k++) snprintf(want + strlen(want), sizeof want - strlen(want), k ? ", %lld" : "%lld", (long long)shape[k]);
+    ct_fail(msg, "%s: tensor '%s' has shape [%s], the exported model expects [%s]", path, name, got, want);
+    return @U@_ERR_MISMATCH;
+  }
+  if (t->end - t->begin != numel * isz) {
+    ct_fail(msg, "%s: tensor '%s' spans %lld bytes, but %lld %s values need %lld", path, name,
+            (long long)(t->end - t->begin), (long long)numel, t->dtype, (long long)(numel * isz));
+    return @U@_ERR_FORMAT;
+  }
+  void *raw = (isz == 4 && !transpose) ? (void *)dst : malloc((size_t)(numel * isz > 0 ? numel * isz : 1));
+  if (!raw) { ct_fail(msg, "out of memory reading '%s'", name); return @U@_ERR_MEMORY; }
+  if (fseek(st->f, (long)(st->data_start + t->begin), SEEK_SET) != 0 || fread(raw, 1, (size_t)(numel * isz), st->f) != (size_t)(numel * isz)) {
+    if (raw != dst) free(raw);
+    ct_fail(msg, "%s: cannot read the data of tensor '%s' (truncated file?)", path, name);
+    return @U@_ERR_FORMAT;
+  }
+  if (raw != dst) {
+    int64_t rows = ndim == 2 ? shape[0] : 1, cols = ndim == 2 ? shape[1] : numel;
+    for (int64_t i = 0; i < numel; i++) {
+      float v;
+      if (isz == 4) memcpy(&v, (char *)raw + 4 * i, 4);
+      else {
+        uint16_t h; memcpy(&h, (char *)raw + 2 * i, 2);
+        if (t->dtype[0] == 'B') { uint32_t b = (uint32_t)h << 16; memcpy(&v, &b, 4); } else v = ct_half(h);
+      }
+      if (transpose) { int64_t r = i / cols, c = i % cols; dst[c * rows + r] = v; } else dst[i] = v;
+    }
+    free(raw);
+  }
+  return @U@_OK;
+}
+
+static int ct_ignored_tensor(const char *name) {
+  size_t n = strlen(name);
+  if (!strcmp(name, "lm_head.weight")) return 1;
+  if (n >= 9 && !strcmp(name + n - 9, ".attn.bias")) return 1;
+  if (n >= 16 && !strcmp(name + n - 16, ".attn.masked_bias")) return 1;
+  return 0;
+}
+
+static uint64_t ct_fnv64_file(const char *path, int *ok) {
+  FILE *f = fopen(path, "rb");
+  uint64_t h = 1469598103934665603ULL;
+  *ok = 0;
+  if (!f) return 0;
+  unsigned char buf[65536]; size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < got; i++) { h ^= buf[i]; h *= 1099511628211ULL; }
+  *ok = !ferror(f);
+  fclose(f);
+  return h;
+}
+
+/* ------------------------------------------------------------------ the model's buffers */
+typedef struct {
+  void *bufs[CT_NBUF];
+  void *slots[CT_NSLOT + 1];
+  int64_t slot_cap[CT_NSLOT + 1];
+} ct_model;
+
+static void ct_model_free(ct_model *m) {
+  for (int b = 0; b < CT_NBUF; b++) if (ct_slot[b] < 0 && m->bufs[b]) free(m->bufs[b]);
+  for (int s = 0; s < CT_NSLOT; s++) free(m->slots[s]);
+  memset(m, 0, sizeof *m);
+}
+
+/* Allocate the fixed buffers and read every weight from the safetensors file. */
+static int ct_model_load(ct_model *m, const char *path, char *msg) {
+  memset(m, 0, sizeof *m);
+  int64_t sym[CT_NSYM > 0 ? CT_NSYM : 1];
+  for (int k = 0; k < CT_NSYM; k++) sym[k] = 0;
+  ct_fixed_symbols(sym);
+  for (int b = 0; b < CT_NBUF; b++) {
+    if (ct_slot[b] >= 0) continue;
+    m->bufs[b] = ct_alloc(ct_elems(b, sym) * ct_itemsize[b]);
+    if (!m->bufs[b]) { ct_fail(msg, "out of memory allocating the model buffers"); return @U@_ERR_MEMORY; }
+  }
+  ct_st st;
+  int rc = ct_st_open(&st, path, msg);
+  if (rc) { ct_st_close(&st); return rc; }
+  for (int w = 0; w < CT_NWEIGHTS; w++) {
+    const ct_weight *cw = &ct_weights[w];
+    rc = ct_st_read(&st, path, cw->name, cw->ndim, cw->shape, cw->transpose, (float *)m->bufs[cw->buf], msg);
+    if (rc) { ct_st_close(&st); return rc; }
+  }
+  for (int k = 0; k < st.n; k++) {
+    if (!st.t[k].used && !ct_ignored_tensor(st.t[k].name)) {
+      ct_fail(msg, "%s: unexpected tensor '%s': the file does not match the exported model", path, st.t[k].name);
+      ct_st_close(&st);
+      return @U@_ERR_MISMATCH;
+    }
+  }
+  ct_st_close(&st);
+  return @U@_OK;
+}
+
+/* One model call: intermediates grow to the sizes these symbol values need. */
+static int ct_model_run(ct_model *m, const int64_t *sym, char *msg) {
+  for (int s = 0; s < CT_NSLOT; s++) {
+    int64_t need = ct_slot_bytes(s, sym);
+    if (need > m->slot_cap[s]) {
+      int64_t grow = need + need / 4;
+      void *p = ct_alloc(grow);
+      if (!p) { ct_fail(msg, "out of memory (%lld bytes of intermediates)", (long long)grow); return @U@_ERR_MEMORY; }
+      free(m->slots[s]);
+      m->slots[s] = p;
+      m->slot_cap[s] = grow;
+      for (int b = 0; b < CT_NBUF; b++) if (ct_slot[b] == s) m->bufs[b] = p;
+    }
+  }
+  int64_t err[8] = {0};
+  caten_run(m->bufs, sym, err);
+  if (err[0]) {
+    ct_fail(msg, "run-time check failed in model kernel call %lld: index %lld outside a buffer of %lld elements",
+            (long long)err[4], (long long)err[2], (long long)err[3]);
+    return @U@_ERR_RUNTIME;
+  }
+  return @U@_OK;
+}
+"""
+
+HEADER_COMMON = r"""
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes: every API call returns one; @P@_last_error(ctx) (or (NULL) after a failed init)
+   says what was wrong. */
+enum {
+  @U@_OK = 0,
+  @U@_ERR_IO = 1,         /* a file cannot be opened or read */
+  @U@_ERR_FORMAT = 2,     /* a corrupt or truncated weights file */
+  @U@_ERR_MISMATCH = 3,   /* tensor names / shapes / dtypes do not match the exported model */
+  @U@_ERR_TOKENIZER = 4,  /* vocab / merges files differ from the ones the library was exported with */
+  @U@_ERR_ARGUMENT = 5,   /* an invalid argument or option */
+  @U@_ERR_CONTEXT = 6,    /* the text does not fit the model's context */
+  @U@_ERR_MEMORY = 7,     /* out of memory */
+  @U@_ERR_RUNTIME = 8     /* a run-time check in generated code failed */
+};
+
+typedef struct @P@_ctx @P@_ctx;
+
+/* Load the weights (a .safetensors file, or a directory holding model.safetensors). The tokenizer
+   tables are linked into the library; vocab_path / merges_path may be NULL, or the files the model
+   came with, which are then checked to be the very files the library was exported from.
+   Returns NULL on failure with *err set (if err is not NULL); see @P@_last_error(NULL). */
+@P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const char *merges_path, int *err);
+void @P@_free(@P@_ctx *ctx);
+/* The message of the last error on ctx (ctx == NULL: the last failed init on this thread). */
+const char *@P@_last_error(const @P@_ctx *ctx);
+const char *@P@_error_name(int code);
+/* Token ids of UTF-8 text (byte-level BPE); *count receives the number of tokens even if > cap. */
+int @P@_tokenize(@P@_ctx *ctx, const char *text_utf8, int32_t *ids, int64_t cap, int64_t *count);
+int64_t @P@_context_length(const @P@_ctx *ctx);
+int64_t @P@_vocab_size(const @P@_ctx *ctx);
+"""
+
+GEN_HEADER = r"""
+typedef struct {
+  int32_t max_new_tokens;      /* default 50 */
+  double temperature;          /* 0 = greedy (argmax); default 0 */
+  int32_t top_k;               /* 0 = off */
+  double top_p;                /* 1 = off; in (0, 1] */
+  double repetition_penalty;   /* 1 = off; > 0 */
+  uint64_t seed;               /* the random number of step t is a pure function of (seed, t) */
+  int32_t stop_at_eos;         /* stop after emitting the end-of-text token; default 1 */
+} @P@_options;
+
+/* Called once per generated token with its bytes (a token may end inside a UTF-8 character);
+   return nonzero to stop generating. */
+typedef int (*@P@_token_callback)(int32_t token_id, const char *text, size_t text_len, void *user);
+
+void @P@_default_options(@P@_options *options);
+/* Tokenize the prompt, run it, then sample up to max_new_tokens tokens, calling cb for each. */
+int @P@_generate(@P@_ctx *ctx, const char *prompt_utf8, const @P@_options *options,
+                 @P@_token_callback cb, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
+"""
+
+CTX_C = r"""
+struct @P@_ctx {
+  ct_model m;
+  char msg[1024];
+  int32_t *dec_ids;
+  uint8_t *dec_out;
+};
+
+API const char *@P@_last_error(const @P@_ctx *ctx) { return ctx ? ctx->msg : ct_init_error; }
+
+API const char *@P@_error_name(int code) {
+  switch (code) {
+    case @U@_OK: return "ok";
+    case @U@_ERR_IO: return "io";
+    case @U@_ERR_FORMAT: return "format";
+    case @U@_ERR_MISMATCH: return "mismatch";
+    case @U@_ERR_TOKENIZER: return "tokenizer";
+    case @U@_ERR_ARGUMENT: return "argument";
+    case @U@_ERR_CONTEXT: return "context";
+    case @U@_ERR_MEMORY: return "memory";
+    case @U@_ERR_RUNTIME: return "runtime";
+  }
+  return "unknown";
+}
+
+API int64_t @P@_context_length(const @P@_ctx *ctx) { (void)ctx; return CT_N_CTX; }
+API int64_t @P@_vocab_size(const @P@_ctx *ctx) { (void)ctx; return CT_VOCAB; }
+
+API void @P@_free(@P@_ctx *ctx) {
+  if (!ctx) return;
+  ct_model_free(&ctx->m);
+  free(ctx->dec_ids);
+  free(ctx->dec_out);
+  free(ctx);
+}
+
+static int ct_check_file(const char *path, uint64_t want, const char *what, char *msg) {
+  int ok = 0;
+  uint64_t h;
+  if (!path) return @U@_OK;
+  h = ct_fnv64_file(path, &ok);
+  if (!ok) { ct_fail(msg, "%s: cannot read the %s file (%s)", path, what, strerror(errno)); return @U@_ERR_IO; }
+  if (h != want) {
+    ct_fail(msg, "%s: this %s file differs from the one the library was exported with; "
+            "re-export the workflow for this tokenizer, or pass NULL to use the linked-in tables", path, what);
+    return @U@_ERR_TOKENIZER;
+  }
+  return @U@_OK;
+}
+
+API @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const char *merges_path, int *err) {
+  int rc;
+  char path[4096];
+  @P@_ctx *ctx;
+  if (err) *err = @U@_OK;
+  ct_init_error[0] = 0;
+  if (!weights_path) { ct_fail(ct_init_error, "weights_path is NULL"); rc = @U@_ERR_ARGUMENT; goto fail0; }
+  snprintf(path, sizeof path, "%s", weights_path);
+  {
+    FILE *probe = NULL;
+    size_t n = strlen(path);
+    if (n > 0 && path[n - 1] == '/') path[--n] = 0;
+    /* a directory: use its model.safetensors */
+    char cand[4096];
+    snprintf(cand, sizeof cand, "%s/model.safetensors", path);
+    probe = fopen(cand, "rb");
+    if (probe) { fclose(probe); snprintf(path, sizeof path, "%s", cand); }
+  }
+  rc = ct_check_file(vocab_path, CT_VOCAB_HASH, "vocabulary", ct_init_error);
+  if (rc) goto fail0;
+  rc = ct_check_file(merges_path, CT_MERGES_HASH, "merges", ct_init_error);
+  if (rc) goto fail0;
+  ctx = calloc(1, sizeof *ctx);
+  if (!ctx) { ct_fail(ct_init_error, "out of memory"); rc = @U@_ERR_MEMORY; goto fail0; }
+  rc = ct_model_load(&ctx->m, path, ct_init_error);
+  if (rc) { @P@_free(ctx); goto fail0; }
+  ctx->dec_ids = malloc(sizeof(int32_t) * 4);
+  ctx->dec_out = malloc(CT_MAX_TOKEN_BYTES + 1);
+  if (!ctx->dec_ids || !ctx->dec_out) { @P@_free(ctx); ct_fail(ct_init_error, "out of memory"); rc = @U@_ERR_MEMORY; goto fail0; }
+  return ctx;
+fail0:
+  if (err) *err = rc;
+  return NULL;
+}
+
+/* Byte-level BPE of n bytes (the gpt2_encode action); *ids is malloc'd. */
+static int ct_encode(@P@_ctx *ctx, const uint8_t *text, int64_t n, int32_t **ids, int64_t *count) {
+  *ids = NULL; *count = 0;
+  if (n > INT32_MAX / 4) { ct_fail(ctx->msg, "text of %lld bytes is too long", (long long)n); return @U@_ERR_ARGUMENT; }
+  int64_t n1 = n + 1;
+  int32_t *char_start = malloc(sizeof(int32_t) * n1), *sym = malloc(sizeof(int32_t) * n1);
+  int32_t *rank = malloc(sizeof(int32_t) * n1), *res = malloc(sizeof(int32_t) * n1);
+  int32_t *out = malloc(sizeof(int32_t) * (n > 0 ? n : 1));
+  uint8_t *char_cls = malloc(n1);
+  int64_t *heap = malloc(sizeof(int64_t) * (3 * n + 3));
+  int rc = @U@_OK;
+  if (!char_start || !sym || !rank || !res || !out || !char_cls || !heap) { ct_fail(ctx->msg, "out of memory"); rc = @U@_ERR_MEMORY; goto done; }
+  if (n > 0) {
+    int64_t aerr[4] = {0};
+    int32_t got = ct_encode_call((uint8_t *)text, n, char_start, char_cls, sym, rank, res, heap, out, aerr);
+    if (aerr[0]) { ct_fail(ctx->msg, "tokenizer run-time check failed (code %lld, action line %lld)", (long long)aerr[0], (long long)aerr[1]); rc = @U@_ERR_RUNTIME; goto done; }
+    *count = got;
+  }
+  *ids = out; out = NULL;
+done:
+  free(char_start); free(sym); free(rank); free(res); free(out); free(char_cls); free(heap);
+  return rc;
+}
+
+/* The bytes of one token (the tokens_to_bytes action). */
+static int64_t ct_decode1(@P@_ctx *ctx, int32_t tok) {
+  int64_t aerr[4] = {0};
+  ctx->dec_ids[0] = tok;
+  int32_t n = ct_decode_call(ctx->dec_ids, ctx->dec_out, CT_MAX_TOKEN_BYTES + 1, aerr);
+  if (aerr[0] || n < 0) return 0;
+  ctx->dec_out[n] = 0;
+  return n;
+}
+
+API int @P@_tokenize(@P@_ctx *ctx, const char *text, int32_t *ids, int64_t cap, int64_t *count) {
+  if (!ctx || !text) return @U@_ERR_ARGUMENT;
+  int32_t *all; int64_t n;
+  int rc = ct_encode(ctx, (const uint8_t *)text, (int64_t)strlen(text), &all, &n);
+  if (rc) return rc;
+  if (count) *count = n;
+  for (int64_t i = 0; i < n && i < cap; i++) ids[i] = all[i];
+  free(all);
+  return @U@_OK;
+}
+
+/* Run tokens ids[0:n] at positions pos.. through the model. */
+static int ct_forward(@P@_ctx *ctx, const int32_t *ids, int64_t n, int64_t pos) {
+  if (pos + n > CT_N_CTX) {
+    ct_fail(ctx->msg, "context limit: positions %lld..%lld do not fit the context of %d tokens", (long long)pos, (long long)(pos + n - 1), CT_N_CTX);
+    return @U@_ERR_CONTEXT;
+  }
+  int64_t *tokens = (int64_t *)ctx->m.bufs[CT_TOKENS_BUF];
+  for (int64_t i = 0; i < n; i++) {
+    if (ids[i] < 0 || ids[i] >= CT_VOCAB) { ct_fail(ctx->msg, "token id %d outside the vocabulary", ids[i]); return @U@_ERR_ARGUMENT; }
+    tokens[i] = ids[i];
+  }
+  int64_t sym[CT_NSYM > 0 ? CT_NSYM : 1];
+  ct_set_symbols(sym, n, pos);
+  return ct_model_run(&ctx->m, sym, ctx->msg);
+}
+
+static void ct_reset_states(@P@_ctx *ctx) {
+  int64_t sym[CT_NSYM > 0 ? CT_NSYM : 1];
+  for (int k = 0; k < CT_NSYM; k++) sym[k] = 0;
+  ct_fixed_symbols(sym);
+  for (int b = 0; b < CT_NBUF; b++)
+    if (ct_kind[b] == 2) memset(ctx->m.bufs[b], 0, (size_t)(ct_elems(b, sym) * ct_itemsize[b]));
+}
+"""
+
+GEN_C = r"""
+API void @P@_default_options(@P@_options *o) {
+  o->max_new_tokens = 50;
+  o->temperature = 0.0;
+  o->top_k = 0;
+  o->top_p = 1.0;
+  o->repetition_penalty = 1.0;
+  o->seed = 0;
+  o->stop_at_eos = 1;
+}
+
+API int @P@_generate(@P@_ctx *ctx, const char *prompt, const @P@_options *opts, @P@_token_callback cb, void *user) {
+  if (!ctx) return @U@_ERR_ARGUMENT;
+  @P@_options o;
+  if (opts) o = *opts; else @P@_default_options(&o);
+  if (!prompt) { ct_fail(ctx->msg, "the prompt is NULL"); return @U@_ERR_ARGUMENT; }
+  if (!(o.temperature >= 0)) { ct_fail(ctx->msg, "temperature must be >= 0, got %g", o.temperature); return @U@_ERR_ARGUMENT; }
+  if (o.top_k < 0) { ct_fail(ctx->msg, "top_k must be >= 0 (0 disables it), got %d", o.top_k); return @U@_ERR_ARGUMENT; }
+  if (!(o.top_p > 0 && o.top_p <= 1)) { ct_fail(ctx->msg, "top_p must be in (0, 1], got %g", o.top_p); return @U@_ERR_ARGUMENT; }
+  if (!(o.repetition_penalty > 0)) { ct_fail(ctx->msg, "repetition_penalty must be > 0, got %g", o.repetition_penalty); return @U@_ERR_ARGUMENT; }
+  if (o.max_new_tokens < 0) { ct_fail(ctx->msg, "max_new_tokens must be >= 0, got %d", o.max_new_tokens); return @U@_ERR_ARGUMENT; }
+  int32_t *ids; int64_t n;
+  int rc = ct_encode(ctx, (const uint8_t *)prompt, (int64_t)strlen(prompt), &ids, &n);
+  if (rc) return rc;
+  if (n == 0) { free(ids); ct_fail(ctx->msg, "the prompt is empty: pass at least one character"); return @U@_ERR_ARGUMENT; }
+  if (n > CT_N_CTX) { free(ids); ct_fail(ctx->msg, "context limit: the prompt has %lld tokens, the context holds %d", (long long)n, CT_N_CTX); return @U@_ERR_CONTEXT; }
+  int64_t cap = n + o.max_new_tokens + 1;
+  int32_t *history = malloc(sizeof(int32_t) * cap);
+  double *x = malloc(sizeof(double) * CT_VOCAB), *p = malloc(sizeof(double) * CT_VOCAB);
+  int32_t *order = malloc(sizeof(int32_t) * CT_VOCAB);
+  uint8_t *seen = calloc(CT_VOCAB, 1);
+  int64_t st[2] = {0, 0};
+  if (!history || !x || !p || !order || !seen) { ct_fail(ctx->msg, "out of memory"); rc = @U@_ERR_MEMORY; goto done; }
+  memcpy(history, ids, sizeof(int32_t) * n);
+  ct_reset_states(ctx);
+  rc = ct_forward(ctx, ids, n, 0);
+  if (rc) goto done;
+  int64_t pos = n, nh = n;
+  const float *logits = (const float *)ctx->m.bufs[CT_OUT_BUF];
+  for (int64_t step = 0; step < o.max_new_tokens; step++) {
+    int64_t aerr[4] = {0};
+    int32_t tok = ct_sample_call((float *)logits, history, cap, nh, o.temperature, o.top_k, o.top_p, o.repetition_penalty,
+                                 (int64_t)(o.seed >> 32), (int64_t)(o.seed & 0xFFFFFFFFu), step, x, p, order, seen, st, aerr);
+    if (aerr[0]) { ct_fail(ctx->msg, "sampler run-time check failed (code %lld)", (long long)aerr[0]); rc = @U@_ERR_RUNTIME; goto done; }
+    history[nh++] = tok;
+    int64_t len = ct_decode1(ctx, tok);
+    if (cb && cb(tok, (const char *)ctx->dec_out, (size_t)len, user)) break;
+    if (o.stop_at_eos && tok == CT_EOS) break;
+    if (step + 1 == o.max_new_tokens) break;
+    if (pos >= CT_N_CTX) break;
+    rc = ct_forward(ctx, &tok, 1, pos);
+    if (rc) goto done;
+    pos++;
+  }
+done:
+  free(ids); free(history); free(x); free(p); free(order); free(seen);
+  return rc;
+}
+"""
+
+GEN_MAIN = r"""/* generated by caten_lab.workflow.export: a command-line front end of lib@P@ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "@P@.h"
+
+static int print_ids;
+
+static int on_token(int32_t id, const char *text, size_t len, void *user) {
+  (void)user;
+  if (print_ids) printf("%d ", id);
+  else fwrite(text, 1, len, stdout);
+  fflush(stdout);
+  return 0;
+}
+
+static void usage(const char *argv0) {
+  fprintf(stderr,
+    "usage: %s --weights PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
+    "          [--top-p P] [--repetition-penalty R] [--seed S] [--vocab FILE] [--merges FILE]\n"
+    "          [--no-eos-stop] [--ids]\n"
+    "Generates text with the exported GPT-2 workflow (no Python involved).\n"
+    "--weights: model.safetensors or its directory; --ids prints token ids instead of text.\n", argv0);
+}
+
+int main(int argc, char **argv) {
+  const char *weights = NULL, *vocab = NULL, *merges = NULL, *prompt = "The king said";
+  @P@_options o;
+  @P@_default_options(&o);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--ids")) { print_ids = 1; continue; }
+    if (!strcmp(a, "--no-eos-stop")) { o.stop_at_eos = 0; continue; }
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(argv[0]); return 0; }
+    if (!v) { usage(argv[0]); return 1; }
+    i++;
+    if (!strcmp(a, "--weights")) weights = v;
+    else if (!strcmp(a, "--vocab")) vocab = v;
+    else if (!strcmp(a, "--merges")) merges = v;
+    else if (!strcmp(a, "--prompt")) prompt = v;
+    else if (!strcmp(a, "--tokens")) o.max_new_tokens = atoi(v);
+    else if (!strcmp(a, "--temperature")) o.temperature = atof(v);
+    else if (!strcmp(a, "--top-k")) o.top_k = atoi(v);
+    else if (!strcmp(a, "--top-p")) o.top_p = atof(v);
+    else if (!strcmp(a, "--repetition-penalty")) o.repetition_penalty = atof(v);
+    else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
+    else { fprintf(stderr, "unknown option %s\n", a); usage(argv[0]); return 1; }
+  }
+  if (!weights) { usage(argv[0]); return 1; }
+  int err = 0;
+  @P@_ctx *ctx = @P@_init(weights, vocab, merges, &err);
+  if (!ctx) { fprintf(stderr, "error (%s): %s\n", @P@_error_name(err), @P@_last_error(NULL)); return 2; }
+  if (!print_ids) fputs(prompt, stdout);
+  int rc = @P@_generate(ctx, prompt, &o, on_token, NULL);
+  printf("\n");
+  if (rc) fprintf(stderr, "error (%s): %s\n", @P@_error_name(rc), @P@_last_error(ctx));
+  @P@_free(ctx);
+  return rc ? 2 : 0;
+}
+"""
