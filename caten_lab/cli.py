@@ -111,7 +111,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     for label, path in (("library", res.library), ("header", res.header), ("command", res.cli)):
         print(f"  {label:8s} {path}")
     if args.workflow == "generate":
-        print(f'try: {res.cli} --weights {model_dir} --prompt "{DEFAULT_PROMPT}" --tokens 40 --temperature 0.8 --top-k 40')
+        example = f'--prompt "{DEFAULT_PROMPT}" --tokens 40 --temperature 0.8 --top-k 40'
+        print(f"try: {res.cli} --weights {model_dir} {example}")
     else:
         print(f"try: {res.cli} --weights {model_dir} --text FILE.txt")
     return 0

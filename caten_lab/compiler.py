@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from caten_lab.air.graph import Graph
+from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.interpreter import interpret
 from caten_lab.air.symbolic import Expr, evaluate
 from caten_lab.config import BACKENDS, config
@@ -88,20 +88,6 @@ def bind_symbols(
             f"symbol(s) {', '.join(repr(s) for s in missing)} are not bound",
             hint=f"pass symbols={{{', '.join(f'{s!r}: <int>' for s in missing)}}}",
         )
-    return out
-
-
-def state_outputs(g: Graph) -> dict[int, str]:
-    """Output index -> named input that the output (a store chain) updates in place."""
-    out = {}
-    for i, o in enumerate(g.outputs):
-        p = g.producer_of(o)
-        if p is None or p.op != "store":
-            continue
-        while p is not None and p.op == "store":
-            p = g.producer_of(p.reads[0])
-        if p is not None and p.op == "allocate" and p.attrs.name is not None:
-            out[i] = p.attrs.name
     return out
 
 

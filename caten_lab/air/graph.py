@@ -539,3 +539,21 @@ def graph_from_nodes(nodes: Iterable[Node], outputs: Iterable[str]) -> Graph:
         g.add(n)
     g.outputs = list(outputs)
     return g
+
+
+def state_outputs(g: Graph) -> dict[int, str]:
+    """Output index -> name of the input it updates in place.
+
+    An output that is a chain of ``store`` nodes rooted at ``allocate(name=X)`` is the new value of
+    the state buffer X (a KV cache, say): backends write it into the caller's array X in place.
+    """
+    out: dict[int, str] = {}
+    for i, o in enumerate(g.outputs):
+        p = g.producer_of(o)
+        if p is None or p.op != "store":
+            continue
+        while p is not None and p.op == "store":
+            p = g.producer_of(p.reads[0])
+        if p is not None and p.op == "allocate" and p.attrs.name is not None:
+            out[i] = p.attrs.name
+    return out

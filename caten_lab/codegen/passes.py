@@ -70,6 +70,10 @@ class LoopOpts:
         from caten_lab.codegen.rowblock import block_rows
 
         blocked = sum(block_rows(f) for f in prog.functions)  # prefill matmuls: 4 rows per weight read
+        from caten_lab.codegen.parallel import unnest_parallel
+
+        for f in prog.functions:
+            unnest_parallel(f)  # a parallel loop never sits inside another one (libgomp nested teams)
         ctx.artifacts["loop_opts"] = {"parallel_kernels": par, "unrolled_loops": unrolled, "row_blocked": blocked}
         return graph
 

@@ -12,25 +12,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from caten_lab.air.graph import Graph
+from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.interpreter import interpret
 from caten_lab.air.symbolic import Expr, evaluate, symbols_of
 from caten_lab.config import config
 from caten_lab.errors import SymbolError
-
-
-def state_roots(graph: Graph) -> dict[int, str]:
-    """Output index -> buffer name, for outputs that are store chains over a named allocate."""
-    out: dict[int, str] = {}
-    for i, v in enumerate(graph.outputs):
-        node = graph.producer_of(v)
-        if node is None or node.op != "store":
-            continue
-        while node is not None and node.op == "store":
-            node = graph.producer_of(node.reads[0])
-        if node is not None and node.op == "allocate" and node.attrs.name is not None:
-            out[i] = node.attrs.name
-    return out
 
 
 def bind_symbols(
@@ -156,7 +142,7 @@ def execute(
         return run(graph, inputs, bound)  # writes state outputs into inputs[name] in place itself
     results = interpret(graph, inputs, bound)
     assert isinstance(results, list)
-    for i, name in state_roots(graph).items():
+    for i, name in state_outputs(graph).items():
         dst = inputs.get(name)
         if isinstance(dst, np.ndarray) and dst.flags.writeable:
             dst[...] = results[i]

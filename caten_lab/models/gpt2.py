@@ -11,6 +11,7 @@ longer than that is a CatenError; generation stops cleanly when the cache is ful
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -69,7 +70,7 @@ class GPT2Runner:
         all_logits: bool = False,
         progress: bool = False,
     ) -> None:
-        from caten_lab.nn.gpt2 import GPT2, GPT2Config
+        from caten_lab.nn.gpt2 import GPT2
 
         if weight_format not in FORMATS:
             raise CatenError(
@@ -83,17 +84,7 @@ class GPT2Runner:
         self.n_ctx = n_ctx
         self.weight_format = weight_format
         self.all_logits = all_logits
-        cfg = GPT2Config(
-            vocab_size=c.vocab_size,
-            n_positions=c.n_positions,
-            n_embd=c.n_embd,
-            n_layer=c.n_layer,
-            n_head=c.n_head,
-            n_inner=c.n_inner,
-            layer_norm_epsilon=c.layer_norm_epsilon,
-            activation_function=c.activation_function,
-            n_ctx=n_ctx,
-        )
+        cfg = dataclasses.replace(c, n_ctx=n_ctx)
         t0 = time.perf_counter()
         model = GPT2(cfg)
         model.load_hf_state_dict(weights.state_dict)

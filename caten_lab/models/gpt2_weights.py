@@ -11,42 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from caten_lab.errors import CatenError
+from caten_lab.nn.gpt2 import GPT2Config
 
 
 class WeightsError(CatenError):
     """A weights file or config that cannot be loaded as GPT-2."""
-
-
-@dataclass(frozen=True)
-class GPT2Config:
-    """The subset of Hugging Face's GPT2Config that defines the architecture."""
-
-    vocab_size: int = 50257
-    n_positions: int = 1024
-    n_embd: int = 768
-    n_layer: int = 12
-    n_head: int = 12
-    n_inner: int | None = None
-    layer_norm_epsilon: float = 1e-5
-    activation_function: str = "gelu_new"
-    bos_token_id: int = 50256
-    eos_token_id: int = 50256
-    extra: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("extra")
-        return d
 
 
 @dataclass
@@ -76,11 +51,8 @@ def config_from_dict(d: dict, where: str = "config") -> GPT2Config:
     act = d.get("activation_function", "gelu_new")
     if act not in ("gelu_new", "gelu", "gelu_pytorch_tanh"):
         raise WeightsError(f"{where}: unsupported activation_function {act!r}")
-    known = set(GPT2Config.__dataclass_fields__)
-    return GPT2Config(
-        **{k: d[k] for k in known if k in d and k != "extra" and d[k] is not None},
-        extra={k: v for k, v in d.items() if k not in known},
-    )
+    known = {f.name for f in fields(GPT2Config)} - {"n_ctx"}
+    return GPT2Config(**{k: d[k] for k in known if k in d and d[k] is not None})
 
 
 def expected_shapes(cfg: GPT2Config) -> dict[str, tuple[int, ...]]:

@@ -38,6 +38,8 @@ class GPT2Config:
     layer_norm_epsilon: float = 1e-5
     activation_function: str = "gelu_new"
     n_ctx: int | None = None  # KV cache length (defaults to n_positions)
+    bos_token_id: int = 50256
+    eos_token_id: int = 50256
 
     @staticmethod
     def from_hf(cfg: Any) -> GPT2Config:

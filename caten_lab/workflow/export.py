@@ -1,9 +1,10 @@
 """``export(workflow, dir)``: one shared library + a C header + a command-line program, no Python.
 
 A workflow joins compiled pieces: the GPT-2 program (caten_lab.compiler: one C function per kernel
-and the ``caten_run`` entry), the tokenizer and sampler actions (rendered to C by the action
-compiler) and a small hand-written C runtime (export_c.py) that reads the safetensors weights,
-owns the model buffers and runs the loop. Each piece is its own translation unit compiled with the
+and the ``caten_run`` entry), the tokenizer actions and the generation-loop action with the
+sampler it calls (rendered to C by the action compiler; the loop's calls to the model and to the
+per-token callback are host actions, workflow/host.py) and a small hand-written C runtime
+(export_c.py) that reads the safetensors weights and owns the model buffers. Each piece is its own translation unit compiled with the
 very flags the Python runtime uses, so the library computes the same logits and draws the same
 tokens as the Python API. Tokenizer tables are packed into one binary blob and linked with the
 assembler's ``.incbin`` (no C array literals). Only the API functions are exported from the .so.
@@ -71,7 +72,9 @@ def fnv64(data: bytes) -> int:
     return h
 
 
-def generation_workflow(model_dir: str | os.PathLike, *, name: str = "gpt2", n_ctx: int | None = None) -> GenerationWorkflow:
+def generation_workflow(
+    model_dir: str | os.PathLike, *, name: str = "gpt2", n_ctx: int | None = None
+) -> GenerationWorkflow:
     """The GPT-2 text generation workflow of a local Hugging Face directory (fp32 weights)."""
     from caten_lab.models.gpt2 import GPT2Runner
     from caten_lab.workflow.tokenizers import GPT2Tokenizer
@@ -79,11 +82,14 @@ def generation_workflow(model_dir: str | os.PathLike, *, name: str = "gpt2", n_c
     d = Path(model_dir)
     for f in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
         if not (d / f).is_file():
-            raise ExportError(f"{d / f}: not found", hint="export needs a GPT-2 directory with config.json, "
-                              "model.safetensors, vocab.json and merges.txt")
+            raise ExportError(
+                f"{d / f}: not found",
+                hint="export needs a GPT-2 directory with config.json, "
+                "model.safetensors, vocab.json and merges.txt",
+            )
     if not name.isidentifier():
         raise ExportError(f"workflow name {name!r} must be a C identifier")
-    runner = GPT2Runner.from_pretrained(d, n_ctx=n_ctx)
+    runner = GPT2Runner.from_pretrained(d, n_ctx=n_ctx, backend="c")  # export needs the C program
     tok = GPT2Tokenizer.from_files(d / "vocab.json", d / "merges.txt")
     return GenerationWorkflow(d, runner, tok, name)
 
@@ -133,15 +139,19 @@ def model_tables_c(runner: Any, n_ctx: int) -> str:
                 n_slots += 1
         if kind == "input":
             if name not in hf:
-                raise ExportError(f"model input {name!r} is not a GPT-2 weight",
-                                  hint="export supports fp32 GPT-2 weights (weight_format='fp32')")
+                raise ExportError(
+                    f"model input {name!r} is not a GPT-2 weight",
+                    hint="export supports fp32 GPT-2 weights (weight_format='fp32')",
+                )
             file_shape = hf[name]
             transpose = name.endswith(_TRANSPOSED)
             shape = tuple(info.shape)
             want = tuple(reversed(file_shape)) if transpose else file_shape
             if shape != want or np.dtype(info.dtype.np) != np.float32:
-                raise ExportError(f"weight {name!r}: program buffer {shape} {info.dtype} does not match "
-                                  f"the file layout {file_shape}")
+                raise ExportError(
+                    f"weight {name!r}: program buffer {shape} {info.dtype} does not match "
+                    f"the file layout {file_shape}"
+                )
             dims = ", ".join(str(x) for x in file_shape)
             weights.append(f'  {{{b}, "{name}", {len(file_shape)}, {{{dims}}}, {int(transpose)}}},')
         kinds.append(str(KIND_CODES[kind]))
@@ -198,7 +208,9 @@ static const ct_weight ct_weights[CT_NWEIGHTS] = {{
 # ------------------------------------------------------------------------------------ action calls
 
 
-def action_wrapper(act: Any, wrapper: str, params: str, bindings: dict[str, Any], ret: str = "int32_t") -> str:
+def action_wrapper(
+    act: Any, wrapper: str, params: str, bindings: dict[str, Any], ret: str = "int32_t"
+) -> str:
     """A C function ``wrapper(params)`` calling the action's exported entry with arguments by name.
 
     ``bindings[name]`` is a C expression for a scalar parameter, or ``(pointer, [dims])`` for an array.
@@ -218,8 +230,10 @@ def action_wrapper(act: Any, wrapper: str, params: str, bindings: dict[str, Any]
         else:
             args.append(f"({t.c_name})({b})")
     args.append("err")
-    return (f"{rendered.cdef}\nstatic {ret} {wrapper}({params}) {{\n"
-            f"  return {rendered.entry}({', '.join(args)});\n}}\n")
+    return (
+        f"{rendered.cdef}\nstatic {ret} {wrapper}({params}) {{\n"
+        f"  return {rendered.entry}({', '.join(args)});\n}}\n"
+    )
 
 
 def table_bindings(blob: Any, symbol: str) -> dict[str, Any]:
@@ -247,8 +261,10 @@ def _toolchain_flags() -> tuple[list[str], list[str]]:
 def _run_cc(cmd: list[str], what: str) -> None:
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
-        raise CompileError(f"building {what} failed:\n$ {' '.join(cmd)}\n{(r.stderr or r.stdout)[:4000]}",
-                           hint="this is a caten_lab export bug unless the C compiler is broken")
+        raise CompileError(
+            f"building {what} failed:\n$ {' '.join(cmd)}\n{(r.stderr or r.stdout)[:4000]}",
+            hint="this is a caten_lab export bug unless the C compiler is broken",
+        )
 
 
 def build(out: Path, name: str, units: dict[str, str], main_c: str, header: str) -> Exported:
@@ -281,8 +297,20 @@ def build(out: Path, name: str, units: dict[str, str], main_c: str, header: str)
     main_path.write_text(main_c)
     cli = out / name
     t0 = time.perf_counter()
-    _run_cc([*cc, "-O2", f"-I{out}", "-o", str(cli), str(main_path), f"-L{out}", f"-l{name}",
-             "-Wl,-rpath,$ORIGIN"], "the command-line program")
+    _run_cc(
+        [
+            *cc,
+            "-O2",
+            f"-I{out}",
+            "-o",
+            str(cli),
+            str(main_path),
+            f"-L{out}",
+            f"-l{name}",
+            "-Wl,-rpath,$ORIGIN",
+        ],
+        "the command-line program",
+    )
     timings["cc_main"] = time.perf_counter() - t0
     return Exported(out, lib, header_path, cli, [*sources, main_path], timings)
 
@@ -298,8 +326,10 @@ def export(workflow: Any, directory: str | os.PathLike) -> Exported:
 
         return export_perplexity(workflow, directory)
     if not isinstance(workflow, GenerationWorkflow):
-        raise ExportError(f"export() takes a workflow, got {type(workflow).__name__}",
-                          hint="build one with generation_workflow(model_dir) or perplexity_workflow(...)")
+        raise ExportError(
+            f"export() takes a workflow, got {type(workflow).__name__}",
+            hint="build one with generation_workflow(model_dir) or perplexity_workflow(...)",
+        )
     t0 = time.perf_counter()
     out = Path(directory).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -307,10 +337,8 @@ def export(workflow: Any, directory: str | os.PathLike) -> Exported:
     runner = workflow.runner
     runner.compile()
     units, glue = model_units(runner, workflow.tokenizer, workflow.model_dir, out, name)
-    glue += sampler_glue()
-    from caten_lab.workflow.samplers import sample_token
-
-    units["sampler"] = render_c(sample_token).source
+    glue += loop_glue()
+    units["generate_loop"] = loop_unit()
     glue += _subst(export_c.GEN_C, name)
     units[f"{name}_workflow"] = glue
     header = header_text(name, export_c.GEN_HEADER)
@@ -322,8 +350,11 @@ def export(workflow: Any, directory: str | os.PathLike) -> Exported:
 
 def header_text(name: str, specific: str) -> str:
     guard = f"{name.upper()}_H"
-    return _subst(f"/* generated by caten_lab.workflow.export: the C API of lib{name} */\n"
-                  f"#ifndef {guard}\n#define {guard}\n" + export_c.HEADER_COMMON + specific, name)
+    return _subst(
+        f"/* generated by caten_lab.workflow.export: the C API of lib{name} */\n"
+        f"#ifndef {guard}\n#define {guard}\n" + export_c.HEADER_COMMON + specific,
+        name,
+    )
 
 
 def model_units(runner: Any, tok: Any, model_dir: Path, out: Path, name: str) -> tuple[dict[str, str], str]:
@@ -358,29 +389,79 @@ def model_units(runner: Any, tok: Any, model_dir: Path, out: Path, name: str) ->
     if tok.n_vocab != runner.config.vocab_size:
         raise ExportError(f"the tokenizer has {tok.n_vocab} tokens but the model {runner.config.vocab_size}")
     tb = table_bindings(blob, "ct_tok")
-    enc = {**tb, "text": ("text", ["n"]), "n": "n", "char_start": ("char_start", ["n + 1"]),
-           "char_cls": ("char_cls", ["n + 1"]), "sym": ("sym", ["n + 1"]), "rank": ("rank", ["n + 1"]),
-           "res": ("res", ["n + 1"]), "heap": ("heap", ["3 * n + 3"]), "out": ("out", ["n"])}
-    glue.append(action_wrapper(
-        encode, "ct_encode_call",
-        "uint8_t *text, int64_t n, int32_t *char_start, uint8_t *char_cls, int32_t *sym, int32_t *rank, "
-        "int32_t *res, int64_t *heap, int32_t *out, int64_t *err", enc))
+    enc = {
+        **tb,
+        "text": ("text", ["n"]),
+        "n": "n",
+        "char_start": ("char_start", ["n + 1"]),
+        "char_cls": ("char_cls", ["n + 1"]),
+        "sym": ("sym", ["n + 1"]),
+        "rank": ("rank", ["n + 1"]),
+        "res": ("res", ["n + 1"]),
+        "heap": ("heap", ["3 * n + 3"]),
+        "out": ("out", ["n"]),
+    }
+    glue.append(
+        action_wrapper(
+            encode,
+            "ct_encode_call",
+            "uint8_t *text, int64_t n, int32_t *char_start, uint8_t *char_cls, int32_t *sym, int32_t *rank, "
+            "int32_t *res, int64_t *heap, int32_t *out, int64_t *err",
+            enc,
+        )
+    )
     dec = {**tb, "ids": ("ids", ["1"]), "count": "1", "out": ("out", ["out_len"])}
-    glue.append(action_wrapper(decode, "ct_decode_call", "int32_t *ids, uint8_t *out, int64_t out_len, int64_t *err", dec))
+    glue.append(
+        action_wrapper(
+            decode, "ct_decode_call", "int32_t *ids, uint8_t *out, int64_t out_len, int64_t *err", dec
+        )
+    )
     glue.append(_subst(export_c.CTX_C, name))
     return units, "\n".join(glue)
 
 
-def sampler_glue() -> str:
-    from caten_lab.workflow.samplers import sample_token
+def loop_unit() -> str:
+    """The generation-loop action's C (with the sampler it calls), host calls linked to the glue."""
+    from caten_lab.workflow.generation import emit_token, generate_loop, model_forward
+    from caten_lab.workflow.host import link_host_calls
 
-    b = {"logits": ("logits", ["CT_VOCAB"]), "history": ("history", ["hcap"]), "n_hist": "n_hist",
-         "temperature": "temperature", "top_k": "top_k", "top_p": "top_p",
-         "repetition_penalty": "repetition_penalty", "seed_hi": "seed_hi", "seed_lo": "seed_lo", "step": "step",
-         "x": ("x", ["CT_VOCAB"]), "p": ("p", ["CT_VOCAB"]), "order": ("order", ["CT_VOCAB"]),
-         "seen": ("seen", ["CT_VOCAB"]), "st": ("st", ["2"])}
+    r = render_c(generate_loop)
+    return link_host_calls(r.source, r.functions, [model_forward, emit_token])
+
+
+def loop_glue() -> str:
+    """``ct_loop_call``: the glue's typed entry into the generation-loop action."""
+    from caten_lab.workflow.generation import generate_loop
+
+    b = {
+        "prompt": ("prompt", ["n_prompt"]),
+        "n_prompt": "n_prompt",
+        "max_new": "max_new",
+        "n_ctx": "n_ctx",
+        "eos": "eos",
+        "stop_at_eos": "stop_at_eos",
+        "logits": ("logits", ["CT_VOCAB"]),
+        "history": ("history", ["hcap"]),
+        "one": ("one", ["1"]),
+        "temperature": "temperature",
+        "top_k": "top_k",
+        "top_p": "top_p",
+        "repetition_penalty": "repetition_penalty",
+        "seed_hi": "seed_hi",
+        "seed_lo": "seed_lo",
+        "x": ("x", ["CT_VOCAB"]),
+        "p": ("p", ["CT_VOCAB"]),
+        "order": ("order", ["CT_VOCAB"]),
+        "seen": ("seen", ["CT_VOCAB"]),
+        "st": ("st", ["2"]),
+    }
     return action_wrapper(
-        sample_token, "ct_sample_call",
-        "float *logits, int32_t *history, int64_t hcap, int64_t n_hist, double temperature, int64_t top_k, "
-        "double top_p, double repetition_penalty, int64_t seed_hi, int64_t seed_lo, int64_t step, double *x, "
-        "double *p, int32_t *order, uint8_t *seen, int64_t *st, int64_t *err", b)
+        generate_loop,
+        "ct_loop_call",
+        "int32_t *prompt, int64_t n_prompt, int64_t max_new, int64_t n_ctx, int64_t eos, int32_t stop_at_eos, "
+        "float *logits, int32_t *history, int64_t hcap, int32_t *one, double temperature, int64_t top_k, "
+        "double top_p, double repetition_penalty, int64_t seed_hi, int64_t seed_lo, double *x, double *p, "
+        "int32_t *order, uint8_t *seen, int64_t *st, int64_t *err",
+        b,
+        ret="int64_t",
+    )

@@ -16,6 +16,7 @@ COMMON_C = r"""
 #include <stdarg.h>
 #include <stdint.h>
 #include <errno.h>
+#include <sys/stat.h>
 
 #define API __attribute__((visibility("default")))
 
@@ -193,6 +194,11 @@ bad:
 /* Open and validate the header; tensor data is read later, range-checked. */
 static int ct_st_open(ct_st *st, const char *path, char *msg) {
   memset(st, 0, sizeof *st);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    ct_fail(msg, "%s: not a regular file (a directory must hold model.safetensors)", path);
+    return @U@_ERR_IO;
+  }
   st->f = fopen(path, "rb");
   if (!st->f) { ct_fail(msg, "%s: cannot open the weights file (%s)", path, strerror(errno)); return @U@_ERR_IO; }
   if (fseek(st->f, 0, SEEK_END) != 0) { ct_fail(msg, "%s: cannot seek", path); return @U@_ERR_IO; }
@@ -633,6 +639,26 @@ static void ct_reset_states(@P@_ctx *ctx) {
 """
 
 GEN_C = r"""
+/* The host actions the generation-loop action calls (see workflow/generation.py). */
+static _Thread_local struct { @P@_ctx *ctx; @P@_token_callback cb; void *user; int rc; } ct_gen;
+
+int32_t host_model_forward(int32_t *tokens, int64_t tokens_len, int64_t n, int64_t pos, float *logits, int64_t vocab, int64_t *err) {
+  (void)err;
+  if (n > tokens_len || vocab != CT_VOCAB) { ct_fail(ct_gen.ctx->msg, "model_forward: bad arguments"); return @U@_ERR_ARGUMENT; }
+  int rc = ct_forward(ct_gen.ctx, tokens, n, pos);
+  if (rc) return rc;
+  const float *out = (const float *)ct_gen.ctx->m.bufs[CT_OUT_BUF];
+  if (logits != out) memcpy(logits, out, sizeof(float) * CT_VOCAB);
+  return @U@_OK;
+}
+
+int32_t host_emit_token(int32_t token, int64_t step, int64_t *err) {
+  (void)step; (void)err;
+  int64_t len = ct_decode1(ct_gen.ctx, token);
+  if (ct_gen.cb && ct_gen.cb(token, (const char *)ct_gen.ctx->dec_out, (size_t)len, ct_gen.user)) return 1;
+  return 0;
+}
+
 API void @P@_default_options(@P@_options *o) {
   o->max_new_tokens = 50;
   o->temperature = 0.0;
@@ -665,27 +691,19 @@ API int @P@_generate(@P@_ctx *ctx, const char *prompt, const @P@_options *opts, 
   uint8_t *seen = calloc(CT_VOCAB, 1);
   int64_t st[2] = {0, 0};
   if (!history || !x || !p || !order || !seen) { ct_fail(ctx->msg, "out of memory"); rc = @U@_ERR_MEMORY; goto done; }
-  memcpy(history, ids, sizeof(int32_t) * n);
   ct_reset_states(ctx);
-  rc = ct_forward(ctx, ids, n, 0);
-  if (rc) goto done;
-  int64_t pos = n, nh = n;
-  const float *logits = (const float *)ctx->m.bufs[CT_OUT_BUF];
-  for (int64_t step = 0; step < o.max_new_tokens; step++) {
+  ct_gen.ctx = ctx; ct_gen.cb = cb; ct_gen.user = user; ct_gen.rc = @U@_OK;
+  {
     int64_t aerr[4] = {0};
-    int32_t tok = ct_sample_call((float *)logits, history, cap, nh, o.temperature, o.top_k, o.top_p, o.repetition_penalty,
-                                 (int64_t)(o.seed >> 32), (int64_t)(o.seed & 0xFFFFFFFFu), step, x, p, order, seen, st, aerr);
-    if (aerr[0]) { ct_fail(ctx->msg, "sampler run-time check failed (code %lld)", (long long)aerr[0]); rc = @U@_ERR_RUNTIME; goto done; }
-    history[nh++] = tok;
-    int64_t len = ct_decode1(ctx, tok);
-    if (cb && cb(tok, (const char *)ctx->dec_out, (size_t)len, user)) break;
-    if (o.stop_at_eos && tok == CT_EOS) break;
-    if (step + 1 == o.max_new_tokens) break;
-    if (pos >= CT_N_CTX) break;
-    rc = ct_forward(ctx, &tok, 1, pos);
-    if (rc) goto done;
-    pos++;
+    int32_t one[1] = {0};
+    int64_t got = ct_loop_call(ids, n, o.max_new_tokens, CT_N_CTX, CT_EOS, o.stop_at_eos ? 1 : 0,
+                               (float *)ctx->m.bufs[CT_OUT_BUF], history, cap, one, o.temperature, o.top_k, o.top_p,
+                               o.repetition_penalty, (int64_t)(o.seed >> 32), (int64_t)(o.seed & 0xFFFFFFFFu),
+                               x, p, order, seen, st, aerr);
+    if (aerr[0]) { ct_fail(ctx->msg, "generation loop run-time check failed (code %lld, action line %lld)", (long long)aerr[0], (long long)aerr[1]); rc = @U@_ERR_RUNTIME; }
+    else if (got < 0) rc = (int)-got;
   }
+  ct_gen.ctx = NULL;
 done:
   free(ids); free(history); free(x); free(p); free(order); free(seen);
   return rc;

@@ -47,8 +47,9 @@ class PerplexityWorkflow:
     kind: str = "perplexity"
 
 
-def perplexity_workflow(model_dir: str | os.PathLike, *, window: int | None = None,
-                        name: str = "gpt2ppl") -> PerplexityWorkflow:
+def perplexity_workflow(
+    model_dir: str | os.PathLike, *, window: int | None = None, name: str = "gpt2ppl"
+) -> PerplexityWorkflow:
     """The perplexity workflow of a local GPT-2 directory; ``window`` defaults to n_positions."""
     from caten_lab.models.gpt2 import GPT2Runner
     from caten_lab.workflow.tokenizers import GPT2Tokenizer
@@ -57,7 +58,7 @@ def perplexity_workflow(model_dir: str | os.PathLike, *, window: int | None = No
     for f in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
         if not (d / f).is_file():
             raise ExportError(f"{d / f}: not found")
-    runner = GPT2Runner.from_pretrained(d, n_ctx=window, all_logits=True)
+    runner = GPT2Runner.from_pretrained(d, n_ctx=window, all_logits=True, backend="c")
     tok = GPT2Tokenizer.from_files(d / "vocab.json", d / "merges.txt")
     return PerplexityWorkflow(d, runner, tok, runner.n_ctx, name)
 
@@ -235,17 +236,34 @@ def export_perplexity(wf: PerplexityWorkflow, directory: str | os.PathLike) -> E
     units["ppl_window"] = render_c(next_window).source
     units["ppl_nll"] = render_c(window_nll).source
     glue += "\n#include <math.h>\n"
-    glue += action_wrapper(chunk_end, "ct_chunk_call", "uint8_t *buf, int64_t n, int32_t last, int64_t *err",
-                           {"buf": ("buf", ["n"]), "n": "n", "last": "last"}, ret="int64_t")
-    glue += action_wrapper(next_window, "ct_window_call",
-                           "int32_t *tokens, int64_t n_tokens, int64_t start, int64_t window, int32_t *out, "
-                           "int64_t out_len, int64_t *err",
-                           {"tokens": ("tokens", ["n_tokens"]), "n_tokens": "n_tokens", "start": "start",
-                            "window": "window", "out": ("out", ["out_len"])}, ret="int64_t")
-    glue += action_wrapper(window_nll, "ct_nll_call",
-                           "float *logits, int64_t s, int32_t *tokens, int64_t n, int64_t *err",
-                           {"logits": ("logits", ["s", "CT_VOCAB"]), "tokens": ("tokens", ["n"]), "n": "n"},
-                           ret="double")
+    glue += action_wrapper(
+        chunk_end,
+        "ct_chunk_call",
+        "uint8_t *buf, int64_t n, int32_t last, int64_t *err",
+        {"buf": ("buf", ["n"]), "n": "n", "last": "last"},
+        ret="int64_t",
+    )
+    glue += action_wrapper(
+        next_window,
+        "ct_window_call",
+        "int32_t *tokens, int64_t n_tokens, int64_t start, int64_t window, int32_t *out, "
+        "int64_t out_len, int64_t *err",
+        {
+            "tokens": ("tokens", ["n_tokens"]),
+            "n_tokens": "n_tokens",
+            "start": "start",
+            "window": "window",
+            "out": ("out", ["out_len"]),
+        },
+        ret="int64_t",
+    )
+    glue += action_wrapper(
+        window_nll,
+        "ct_nll_call",
+        "float *logits, int64_t s, int32_t *tokens, int64_t n, int64_t *err",
+        {"logits": ("logits", ["s", "CT_VOCAB"]), "tokens": ("tokens", ["n"]), "n": "n"},
+        ret="double",
+    )
     glue += _subst(PPL_C, name)
     units[f"{name}_workflow"] = glue
     header = header_text(name, PPL_HEADER)
@@ -253,4 +271,3 @@ def export_perplexity(wf: PerplexityWorkflow, directory: str | os.PathLike) -> E
     res = build(out, name, units, _subst(PPL_MAIN, name), header)
     res.timings["generate_c"] = gen_s
     return res
-

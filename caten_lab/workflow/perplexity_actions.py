@@ -51,8 +51,9 @@ def chunk_end(buf: Array[u8, ("n",)], n: i64, last: i32) -> i64:
 
 
 @action
-def next_window(tokens: Array[i32, ("t",)], n_tokens: i64, start: i64, window: i64,
-                out: Array[i32, ("w",)]) -> i64:
+def next_window(
+    tokens: Array[i32, ("t",)], n_tokens: i64, start: i64, window: i64, out: Array[i32, ("w",)]
+) -> i64:
     """Copy the window ``tokens[start:start+window]`` (shorter at the end) into ``out``; its length."""
     n = min(window, n_tokens - start)
     if n < 0:

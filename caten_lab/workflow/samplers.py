@@ -194,10 +194,8 @@ def sift_down(x: Array[f64, ("v",)], order: Array[i32, ("v",)], root: i64, size:
 
 
 @action
-def sort_desc(x: Array[f64, ("v",)], order: Array[i32, ("v",)], n: i64) -> i32:
-    """``order = argsort(-x, kind="stable")`` by heap sort: O(n log n), no extra memory."""
-    for i in range(n):
-        order[i] = i32(i)
+def sort_indices(x: Array[f64, ("v",)], order: Array[i32, ("v",)], n: i64) -> i32:
+    """Heap sort of the indices ``order[:n]`` into stable descending order of ``x`` (O(n log n))."""
     for k in range(n // 2 - 1, -1, -1):
         sift_down(x, order, k, n)
     for end in range(n - 1, 0, -1):
@@ -209,11 +207,63 @@ def sort_desc(x: Array[f64, ("v",)], order: Array[i32, ("v",)], n: i64) -> i32:
 
 
 @action
+def sort_desc(x: Array[f64, ("v",)], order: Array[i32, ("v",)], n: i64) -> i32:
+    """``order = argsort(-x, kind="stable")``."""
+    for i in range(n):
+        order[i] = i32(i)
+    sort_indices(x, order, n)
+    return 0
+
+
+@action
+def kth_largest(x: Array[f64, ("v",)], n: i64, k: i64, heap: Array[f64, ("v",)]) -> f64:
+    """The k-th largest value of ``x[:n]`` counting repeats (``np.partition``'s pick), with a min-heap
+    of the k largest values so far: O(n log k)."""
+    size = 0
+    for i in range(n):
+        v = x[i]
+        if size < k:
+            j = size
+            size = size + 1
+            while j > 0:
+                parent = (j - 1) >> 1
+                if heap[parent] <= v:
+                    break
+                heap[j] = heap[parent]
+                j = parent
+            heap[j] = v
+        elif v > heap[0]:
+            j = 0
+            while True:
+                c = 2 * j + 1
+                if c >= size:
+                    break
+                if c + 1 < size and heap[c + 1] < heap[c]:
+                    c = c + 1
+                if v <= heap[c]:
+                    break
+                heap[j] = heap[c]
+                j = c
+            heap[j] = v
+    return heap[0]
+
+
+@action
 def sample_token(
-    logits: Array[f32, ("v",)], history: Array[i32, ("h",)], n_hist: i64,
-    temperature: f64, top_k: i64, top_p: f64, repetition_penalty: f64,
-    seed_hi: i64, seed_lo: i64, step: i64,
-    x: Array[f64, ("v",)], p: Array[f64, ("v",)], order: Array[i32, ("v",)], seen: Array[u8, ("v",)],
+    logits: Array[f32, ("v",)],
+    history: Array[i32, ("h",)],
+    n_hist: i64,
+    temperature: f64,
+    top_k: i64,
+    top_p: f64,
+    repetition_penalty: f64,
+    seed_hi: i64,
+    seed_lo: i64,
+    step: i64,
+    x: Array[f64, ("v",)],
+    p: Array[f64, ("v",)],
+    order: Array[i32, ("v",)],
+    seen: Array[u8, ("v",)],
     st: Array[i64, (2,)],
 ) -> i32:
     """The next token for one row of logits: ``models.sampling.sample`` as an action.
@@ -241,21 +291,31 @@ def sample_token(
         return argmax_f64(x, n)
     for i in range(n):
         x[i] = x[i] / temperature
+    # after top-k only the m kept entries matter: they are gathered and sorted alone (the masked rest
+    # would sort after them, by index, with probability exactly 0)
+    m = n
     sorted_ok = 0
     if top_k > 0 and top_k < n:
-        sort_desc(x, order, n)
-        sorted_ok = 1
-        kth = x[order[top_k - 1]]
+        kth = kth_largest(x, n, top_k, p)
+        m = 0
         for i in range(n):
             if x[i] < kth:
                 x[i] = -1e309
+            else:
+                order[m] = i32(i)
+                m = m + 1
+        if top_p < 1.0:
+            sort_indices(x, order, m)
+            sorted_ok = 1
     if top_p < 1.0:
         if sorted_ok == 0:
             sort_desc(x, order, n)
         top = x[order[0]]
         for i in range(n):
-            p[i] = exp_f64(x[order[i]] - top)
-        total = pairwise_sum(p, 0, n)
+            p[i] = 0.0
+            if i < m:
+                p[i] = exp_f64(x[order[i]] - top)
+        total = pairwise_sum(p, 0, n)  # NumPy sums all n entries (zeros included) in this order
         cum = 0.0
         cut = n
         for i in range(n):
@@ -263,7 +323,7 @@ def sample_token(
             if cum >= top_p:
                 cut = i + 1
                 break
-        for i in range(cut, n):
+        for i in range(cut, m):
             x[order[i]] = -1e309
     best = x[argmax_f64(x, n)]
     cdf = 0.0

@@ -71,7 +71,9 @@ def test_cli_prints_text(exported, python_api) -> None:
     _, out = exported
     runner, tok = python_api
     want = list(runner.stream(tok.encode("The king said"), 20, SamplingOptions(), stop_tokens=[0]))
-    r = run_cli(out.cli, "--weights", str(MODEL / "model.safetensors"), "--prompt", "The king said", "--tokens", "20")
+    r = run_cli(
+        out.cli, "--weights", str(MODEL / "model.safetensors"), "--prompt", "The king said", "--tokens", "20"
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "The king said" + tok.decode(want) + "\n"
 
@@ -81,7 +83,9 @@ def test_context_limit_stops_cleanly(exported, python_api) -> None:
     runner, tok = python_api
     prompt = "a " * 100
     want = list(runner.stream(tok.encode(prompt), 400, SamplingOptions()))
-    r = run_cli(out.cli, "--weights", str(MODEL), "--prompt", prompt, "--tokens", "400", "--ids", "--no-eos-stop")
+    r = run_cli(
+        out.cli, "--weights", str(MODEL), "--prompt", prompt, "--tokens", "400", "--ids", "--no-eos-stop"
+    )
     assert r.returncode == 0, r.stderr
     assert [int(x) for x in r.stdout.split()] == want
     assert len(want) == runner.n_ctx - len(tok.encode(prompt)) + 1
@@ -124,10 +128,19 @@ def _variants() -> dict[str, bytes]:
 
 
 EXPECT = {
-    "truncated": "truncated", "empty": "too short", "short": "too short", "garbage": "header length",
-    "huge_header": "header length", "bad_json": "malformed", "shape": "has shape [127]",
-    "missing": "is missing", "unexpected": "unexpected tensor 'extra.weight'", "dtype": "dtype I64",
-    "offsets": "outside the file", "negative": "outside the file", "bytes": "spans 100 bytes",
+    "truncated": "truncated",
+    "empty": "too short",
+    "short": "too short",
+    "garbage": "header length",
+    "huge_header": "header length",
+    "bad_json": "malformed",
+    "shape": "has shape [127]",
+    "missing": "is missing",
+    "unexpected": "unexpected tensor 'extra.weight'",
+    "dtype": "dtype I64",
+    "offsets": "outside the file",
+    "negative": "outside the file",
+    "bytes": "spans 100 bytes",
 }
 
 
@@ -143,23 +156,38 @@ def test_corrupt_weights_are_errors_not_crashes(exported, tmp_path, case: str) -
 
 
 def test_missing_file_and_tokenizer_check(exported) -> None:
+    """Unreadable paths are io errors; a vocab/merges file other than the exported one is refused."""
     _, out = exported
     r = run_cli(out.cli, "--weights", "/nonexistent/model.safetensors")
     assert r.returncode == 2 and "error (io)" in r.stderr
+    r = run_cli(out.cli, "--weights", str(out.directory / "src"))  # a directory without model.safetensors
+    assert r.returncode == 2 and "not a regular file" in r.stderr
     r = run_cli(out.cli, "--weights", str(MODEL), "--vocab", str(MODEL / "merges.txt"))
     assert r.returncode == 2 and "error (tokenizer)" in r.stderr
-    r = run_cli(out.cli, "--weights", str(MODEL), "--vocab", str(MODEL / "vocab.json"),
-                "--merges", str(MODEL / "merges.txt"), "--tokens", "3")
+    r = run_cli(
+        out.cli,
+        "--weights",
+        str(MODEL),
+        "--vocab",
+        str(MODEL / "vocab.json"),
+        "--merges",
+        str(MODEL / "merges.txt"),
+        "--tokens",
+        "3",
+    )
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize(("args", "msg"), [
-    (["--prompt", ""], "the prompt is empty"),
-    (["--prompt", "a " * 300], "context limit"),
-    (["--top-p", "0"], "top_p must be in (0, 1]"),
-    (["--temperature", "-1"], "temperature must be >= 0"),
-    (["--repetition-penalty", "0"], "repetition_penalty must be > 0"),
-])
+@pytest.mark.parametrize(
+    ("args", "msg"),
+    [
+        (["--prompt", ""], "the prompt is empty"),
+        (["--prompt", "a " * 300], "context limit"),
+        (["--top-p", "0"], "top_p must be in (0, 1]"),
+        (["--temperature", "-1"], "temperature must be >= 0"),
+        (["--repetition-penalty", "0"], "repetition_penalty must be > 0"),
+    ],
+)
 def test_bad_options(exported, args: list[str], msg: str) -> None:
     _, out = exported
     r = run_cli(out.cli, "--weights", str(MODEL), *args)
@@ -200,8 +228,21 @@ def test_c_api_from_a_c_program(exported, python_api, tmp_path) -> None:
     src = tmp_path / "client.c"
     src.write_text(C_CLIENT)
     exe = tmp_path / "client"
-    subprocess.run(["cc", "-O1", f"-I{out.directory}", "-o", str(exe), str(src), f"-L{out.directory}", "-lgpt2",
-                    f"-Wl,-rpath,{out.directory}"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "cc",
+            "-O1",
+            f"-I{out.directory}",
+            "-o",
+            str(exe),
+            str(src),
+            f"-L{out.directory}",
+            "-lgpt2",
+            f"-Wl,-rpath,{out.directory}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     text = "To be, or not to be: that is the question."
     r = subprocess.run([str(exe), str(MODEL), text], capture_output=True, text=True, env={}, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -218,7 +259,54 @@ def test_library_exports_only_the_api(exported) -> None:
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("needs nm")
-    r = subprocess.run([nm, "-D", "--defined-only", str(out.library)], capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [nm, "-D", "--defined-only", str(out.library)], capture_output=True, text=True, check=True
+    )
     names = {line.split()[-1] for line in r.stdout.splitlines() if line.strip()}
     assert {"gpt2_init", "gpt2_generate", "gpt2_free", "gpt2_last_error", "gpt2_tokenize"} <= names
     assert not any(n.startswith(("caten_", "ct_", "kern")) for n in names), names
+
+
+def _cli_ids(out, weights: Path) -> list[int]:
+    r = run_cli(
+        out.cli,
+        "--weights",
+        str(weights),
+        "--prompt",
+        "The king said",
+        "--tokens",
+        "15",
+        "--ids",
+        "--temperature",
+        "0.9",
+        "--top-k",
+        "20",
+        "--seed",
+        "9",
+    )
+    assert r.returncode == 0, r.stderr
+    return [int(x) for x in r.stdout.split()]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_files_load_like_their_float32_rounding(exported, tmp_path, dtype: str) -> None:
+    """F16 / BF16 tensors are widened in C exactly: same tokens as the float32 file of the rounded values."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+
+    _, out = exported
+    sd = load_file(str(MODEL / "model.safetensors"))
+    half = {k: v.to(getattr(torch, dtype)).contiguous() for k, v in sd.items()}
+    save_file(half, str(tmp_path / "half.safetensors"))
+    save_file({k: v.float().contiguous() for k, v in half.items()}, str(tmp_path / "rounded.safetensors"))
+    assert _cli_ids(out, tmp_path / "half.safetensors") == _cli_ids(out, tmp_path / "rounded.safetensors")
+
+
+def test_names_without_transformer_prefix_are_accepted(exported, tmp_path) -> None:
+    """Older GPT-2 checkpoints name tensors 'h.0.attn...' / 'wte.weight' (no 'transformer.')."""
+    from safetensors.numpy import load_file, save_file
+
+    _, out = exported
+    sd = load_file(str(MODEL / "model.safetensors"))
+    save_file({k.removeprefix("transformer."): v for k, v in sd.items()}, str(tmp_path / "old.safetensors"))
+    assert _cli_ids(out, tmp_path / "old.safetensors") == _cli_ids(out, MODEL / "model.safetensors")

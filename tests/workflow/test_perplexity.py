@@ -84,15 +84,25 @@ def test_smaller_window_and_errors(exported, tmp_path) -> None:
     wf, out, text = exported
     got = run_cli(out, "--weights", str(MODEL), "--text", str(text), "--window", "16")
     assert got["windows"] > 10
-    r = subprocess.run([str(out.cli), "--weights", str(MODEL), "--text", str(text), "--window", "1000"],
-                       capture_output=True, text=True, env={})
+    r = subprocess.run(
+        [str(out.cli), "--weights", str(MODEL), "--text", str(text), "--window", "1000"],
+        capture_output=True,
+        text=True,
+        env={},
+    )
     assert r.returncode == 2 and "window must be in 2..64" in r.stderr
-    r = subprocess.run([str(out.cli), "--weights", str(MODEL), "--text", str(tmp_path / "nope.txt")],
-                       capture_output=True, text=True, env={})
+    r = subprocess.run(
+        [str(out.cli), "--weights", str(MODEL), "--text", str(tmp_path / "nope.txt")],
+        capture_output=True,
+        text=True,
+        env={},
+    )
     assert r.returncode == 2 and "error (io)" in r.stderr
     bad = tmp_path / "model.safetensors"
     bad.write_bytes((MODEL / "model.safetensors").read_bytes()[:1000])
-    r = subprocess.run([str(out.cli), "--weights", str(bad), "--text", str(text)], capture_output=True, text=True, env={})
+    r = subprocess.run(
+        [str(out.cli), "--weights", str(bad), "--text", str(text)], capture_output=True, text=True, env={}
+    )
     assert r.returncode == 2 and "error (format)" in r.stderr
 
 

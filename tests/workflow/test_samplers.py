@@ -11,17 +11,36 @@ from caten_lab.workflow import samplers as S
 
 @pytest.fixture(scope="module")
 def compiled():
-    return {"sample_token": S.sample_token.compile(), "uniform01": S.uniform01.compile(),
-            "sort_desc": S.sort_desc.compile()}
+    return {
+        "sample_token": S.sample_token.compile(),
+        "uniform01": S.uniform01.compile(),
+        "sort_desc": S.sort_desc.compile(),
+    }
 
 
 def _draw(fn, logits, history, opts: ref.SamplingOptions, step: int) -> int:
     v = len(logits)
     seed = opts.seed % 2**64
     h = np.asarray(history, dtype=np.int32)
-    return int(fn(logits, h, len(h), float(opts.temperature), opts.top_k, float(opts.top_p),
-                  float(opts.repetition_penalty), seed >> 32, seed & 0xFFFFFFFF, step,
-                  np.zeros(v), np.zeros(v), np.zeros(v, np.int32), np.zeros(v, np.uint8), np.zeros(2, np.int64)))
+    return int(
+        fn(
+            logits,
+            h,
+            len(h),
+            float(opts.temperature),
+            opts.top_k,
+            float(opts.top_p),
+            float(opts.repetition_penalty),
+            seed >> 32,
+            seed & 0xFFFFFFFF,
+            step,
+            np.zeros(v),
+            np.zeros(v),
+            np.zeros(v, np.int32),
+            np.zeros(v, np.uint8),
+            np.zeros(2, np.int64),
+        )
+    )
 
 
 SEEDS = [0, 1, 42, 2**32 - 1, 2**32, 2**63 + 5, 2**64 - 1, 0x2545F4914F6CDD1D]
@@ -82,7 +101,9 @@ def test_sample_token_interpreted_matches_reference() -> None:
     rng = np.random.default_rng(0)
     for _ in range(150):
         logits, history, opts, step = _random_case(rng)
-        assert _draw(S.sample_token, logits, history, opts, step) == ref.sample(logits, history, opts, step), opts
+        assert _draw(S.sample_token, logits, history, opts, step) == ref.sample(
+            logits, history, opts, step
+        ), opts
 
 
 def test_sample_token_compiled_matches_reference(compiled) -> None:
@@ -109,3 +130,30 @@ def test_sample_token_full_vocab_sequence(compiled) -> None:
 def test_greedy_ties_pick_first() -> None:
     logits = np.array([1.0, 3.0, 3.0, 2.0], dtype=np.float32)
     assert _draw(S.sample_token, logits, [], ref.SamplingOptions(), 0) == 1
+
+
+def test_kth_largest_matches_partition() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n = int(rng.integers(1, 200))
+        x = rng.integers(-4, 4, size=n).astype(np.float64)  # many repeats
+        k = int(rng.integers(1, n + 1))
+        want = np.partition(x, n - k)[n - k]
+        assert S.kth_largest(x, n, k, np.zeros(n)) == want
+
+
+def test_sample_token_with_tied_logits(compiled) -> None:
+    """Integer logits tie a lot: top-k keeps every tie of the k-th value, top-p sorts ties by index."""
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        v = int(rng.integers(2, 120))
+        logits = rng.integers(-3, 3, size=v).astype(np.float32)
+        opts = ref.SamplingOptions(
+            temperature=float(rng.choice([0.5, 1.0])),
+            top_k=int(rng.choice([0, 1, 2, 5, 30])),
+            top_p=float(rng.choice([1.0, 0.9, 0.5, 0.05])),
+            seed=trial,
+        )
+        want = ref.sample(logits, [], opts, trial)
+        assert _draw(S.sample_token, logits, [], opts, trial) == want, opts
+        assert _draw(compiled["sample_token"], logits, [], opts, trial) == want, opts
