@@ -59,19 +59,49 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"  compiled: cold cache {cold:.2f} s (C compiler {cold_cc:.2f} s), warm cache {warm:.2f} s, {len(kernels)} kernels")
     ids = tok.encode(args.prompt)
     opts = SamplingOptions(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
-    print(f"\n{args.prompt}", end="", flush=True)
-    out: list[int] = []
+    print("\n--- from Python (compiled tokenizer + compiled model, streamed) ---")
+    print(args.prompt, end="", flush=True)
+    generated: list[int] = []
+    pending: list[int] = []
     for t in runner.stream(ids, args.tokens, opts, stop_tokens=[runner.config.eos_token_id]):
-        out.append(t)
-        text = tok.decode(out)
+        generated.append(t)
+        pending.append(t)
+        text = tok.decode(pending)
         if not text.endswith("\ufffd"):  # wait for complete UTF-8 characters
             print(text, end="", flush=True)
-            out = []
+            pending = []
     print()
     st = runner.stats
     print(f"\n  {st.prompt_tokens} prompt tokens, {st.new_tokens} generated; time to first token {st.ttft_s * 1000:.1f} ms; "
           f"decode {st.decode_tok_s:.1f} tokens/s ({st.stop_reason})")
+    if args.weights == "fp32" and not args.no_export:
+        _demo_exported(model_dir, args, generated)
     return 0
+
+
+def _demo_exported(model_dir: Path, args: argparse.Namespace, expected: list[int]) -> None:
+    """Export tokenizer + model + sampler + loop as one C library and CLI, and run it without Python."""
+    from caten_lab.workflow.export import export, generation_workflow
+
+    out_dir = REPO / "build" / "demo" if (REPO / "pyproject.toml").exists() else Path(tempfile.mkdtemp())
+    t0 = time.perf_counter()
+    exported = export(generation_workflow(model_dir), out_dir)
+    print(f"\n--- the whole workflow exported as C: {exported.library.name} + {exported.header.name} + "
+          f"{exported.cli.name} in {time.perf_counter() - t0:.2f} s ---")
+    cmd = [str(exported.cli), "--weights", str(model_dir), "--prompt", args.prompt, "--tokens", str(args.tokens),
+           "--temperature", str(args.temperature), "--top-k", str(args.top_k), "--seed", str(args.seed)]
+    print("$ " + " ".join(cmd[:1] + [c if " " not in c else repr(c) for c in cmd[1:]]))
+    t0 = time.perf_counter()
+    text = subprocess.run(cmd, env={"OMP_WAIT_POLICY": "PASSIVE"}, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if text.returncode != 0:
+        raise CatenError(f"the exported program failed: {text.stderr.strip()}")
+    print(text.stdout.rstrip())
+    ids_run = subprocess.run(cmd + ["--ids"], env={"OMP_WAIT_POLICY": "PASSIVE"}, capture_output=True, text=True)
+    got = [int(x) for x in ids_run.stdout.split()] if ids_run.returncode == 0 else []
+    same = got[-len(expected):] == expected if expected else False
+    print(f"\n  no Python involved: {wall:.2f} s including loading the weights; "
+          f"same tokens as the Python run: {'yes' if same else 'NO'}")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -129,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--temperature", type=float, default=0.8)
     d.add_argument("--top-k", type=int, default=40)
     d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--no-export", action="store_true", help="skip exporting and running the C library")
     d.set_defaults(fn=cmd_demo)
     c = sub.add_parser("compile", help="compile a GPT-2 model and report (optionally write the C source)")
     c.add_argument("model")

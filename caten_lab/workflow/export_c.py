@@ -443,8 +443,9 @@ enum {
 typedef struct @P@_ctx @P@_ctx;
 
 /* Load the weights (a .safetensors file, or a directory holding model.safetensors). The tokenizer
-   tables are linked into the library; vocab_path / merges_path may be NULL, or the files the model
-   came with, which are then checked to be the very files the library was exported from.
+   tables of the exported vocabulary are linked into the library: vocab_path / merges_path may be
+   NULL. A vocab.json / encoder.json other than the exported one is loaded and its tables built at
+   init (it must have the model's vocabulary size); a merges file is checked for its format.
    Returns NULL on failure with *err set (if err is not NULL); see @P@_last_error(NULL). */
 @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const char *merges_path, int *err);
 void @P@_free(@P@_ctx *ctx);
@@ -486,9 +487,11 @@ int @P@_generate(@P@_ctx *ctx, const char *prompt_utf8, const @P@_options *optio
 CTX_C = r"""
 struct @P@_ctx {
   ct_model m;
+  ct_tables tok;
   char msg[1024];
   int32_t *dec_ids;
   uint8_t *dec_out;
+  int64_t dec_cap;
 };
 
 API const char *@P@_last_error(const @P@_ctx *ctx) { return ctx ? ctx->msg : ct_init_error; }
@@ -514,56 +517,55 @@ API int64_t @P@_vocab_size(const @P@_ctx *ctx) { (void)ctx; return CT_VOCAB; }
 API void @P@_free(@P@_ctx *ctx) {
   if (!ctx) return;
   ct_model_free(&ctx->m);
+  ct_tables_free(&ctx->tok);
   free(ctx->dec_ids);
   free(ctx->dec_out);
   free(ctx);
 }
 
-static int ct_check_file(const char *path, uint64_t want, const char *what, char *msg) {
-  int ok = 0;
-  uint64_t h;
-  if (!path) return @U@_OK;
-  h = ct_fnv64_file(path, &ok);
-  if (!ok) { ct_fail(msg, "%s: cannot read the %s file (%s)", path, what, strerror(errno)); return @U@_ERR_IO; }
-  if (h != want) {
-    ct_fail(msg, "%s: this %s file differs from the one the library was exported with; "
-            "re-export the workflow for this tokenizer, or pass NULL to use the linked-in tables", path, what);
-    return @U@_ERR_TOKENIZER;
-  }
-  return @U@_OK;
-}
-
 API @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const char *merges_path, int *err) {
   int rc;
   char path[4096];
-  @P@_ctx *ctx;
+  @P@_ctx *ctx = NULL;
   if (err) *err = @U@_OK;
   ct_init_error[0] = 0;
-  if (!weights_path) { ct_fail(ct_init_error, "weights_path is NULL"); rc = @U@_ERR_ARGUMENT; goto fail0; }
+  if (!weights_path) { ct_fail(ct_init_error, "weights_path is NULL"); rc = @U@_ERR_ARGUMENT; goto fail; }
   snprintf(path, sizeof path, "%s", weights_path);
   {
-    FILE *probe = NULL;
     size_t n = strlen(path);
     if (n > 0 && path[n - 1] == '/') path[--n] = 0;
-    /* a directory: use its model.safetensors */
-    char cand[4096];
+    char cand[4096];  /* a directory: use its model.safetensors */
     snprintf(cand, sizeof cand, "%s/model.safetensors", path);
-    probe = fopen(cand, "rb");
+    FILE *probe = fopen(cand, "rb");
     if (probe) { fclose(probe); snprintf(path, sizeof path, "%s", cand); }
   }
-  rc = ct_check_file(vocab_path, CT_VOCAB_HASH, "vocabulary", ct_init_error);
-  if (rc) goto fail0;
-  rc = ct_check_file(merges_path, CT_MERGES_HASH, "merges", ct_init_error);
-  if (rc) goto fail0;
   ctx = calloc(1, sizeof *ctx);
-  if (!ctx) { ct_fail(ct_init_error, "out of memory"); rc = @U@_ERR_MEMORY; goto fail0; }
+  if (!ctx) { ct_fail(ct_init_error, "out of memory"); rc = @U@_ERR_MEMORY; goto fail; }
+  ct_tables_linked(&ctx->tok);
+  if (merges_path) { rc = ct_check_merges(merges_path, ct_init_error); if (rc) goto fail; }
+  if (vocab_path) {
+    int ok = 0;
+    uint64_t h = ct_fnv64_file(vocab_path, &ok);
+    if (!ok) { ct_fail(ct_init_error, "%s: cannot read the vocabulary file (%s)", vocab_path, strerror(errno)); rc = @U@_ERR_IO; goto fail; }
+    if (h != CT_VOCAB_HASH) {  /* not the exported vocabulary: build the tables from the file */
+      ct_tables_free(&ctx->tok);
+      rc = ct_tables_from_vocab(&ctx->tok, vocab_path, ct_init_error);
+      if (rc) goto fail;
+    }
+  }
   rc = ct_model_load(&ctx->m, path, ct_init_error);
-  if (rc) { @P@_free(ctx); goto fail0; }
+  if (rc) goto fail;
+  ctx->dec_cap = 1;
+  for (int64_t i = 0; i < ctx->tok.n_vocab; i++) {
+    int64_t l = ctx->tok.offsets[i + 1] - ctx->tok.offsets[i];
+    if (l > ctx->dec_cap) ctx->dec_cap = l;
+  }
   ctx->dec_ids = malloc(sizeof(int32_t) * 4);
-  ctx->dec_out = malloc(CT_MAX_TOKEN_BYTES + 1);
-  if (!ctx->dec_ids || !ctx->dec_out) { @P@_free(ctx); ct_fail(ct_init_error, "out of memory"); rc = @U@_ERR_MEMORY; goto fail0; }
+  ctx->dec_out = malloc((size_t)ctx->dec_cap + 1);
+  if (!ctx->dec_ids || !ctx->dec_out) { ct_fail(ct_init_error, "out of memory"); rc = @U@_ERR_MEMORY; goto fail; }
   return ctx;
-fail0:
+fail:
+  @P@_free(ctx);
   if (err) *err = rc;
   return NULL;
 }
@@ -582,7 +584,7 @@ static int ct_encode(@P@_ctx *ctx, const uint8_t *text, int64_t n, int32_t **ids
   if (!char_start || !sym || !rank || !res || !out || !char_cls || !heap) { ct_fail(ctx->msg, "out of memory"); rc = @U@_ERR_MEMORY; goto done; }
   if (n > 0) {
     int64_t aerr[4] = {0};
-    int32_t got = ct_encode_call((uint8_t *)text, n, char_start, char_cls, sym, rank, res, heap, out, aerr);
+    int32_t got = ct_encode_call(&ctx->tok, (uint8_t *)text, n, char_start, char_cls, sym, rank, res, heap, out, aerr);
     if (aerr[0]) { ct_fail(ctx->msg, "tokenizer run-time check failed (code %lld, action line %lld)", (long long)aerr[0], (long long)aerr[1]); rc = @U@_ERR_RUNTIME; goto done; }
     *count = got;
   }
@@ -596,7 +598,7 @@ done:
 static int64_t ct_decode1(@P@_ctx *ctx, int32_t tok) {
   int64_t aerr[4] = {0};
   ctx->dec_ids[0] = tok;
-  int32_t n = ct_decode_call(ctx->dec_ids, ctx->dec_out, CT_MAX_TOKEN_BYTES + 1, aerr);
+  int32_t n = ct_decode_call(&ctx->tok, ctx->dec_ids, ctx->dec_out, ctx->dec_cap + 1, aerr);
   if (aerr[0] || n < 0) return 0;
   ctx->dec_out[n] = 0;
   return n;
@@ -769,5 +771,227 @@ int main(int argc, char **argv) {
   if (rc) fprintf(stderr, "error (%s): %s\n", @P@_error_name(rc), @P@_last_error(ctx));
   @P@_free(ctx);
   return rc ? 2 : 0;
+}
+"""
+
+TOKENIZER_FILES_C = r"""
+/* ------------------------------------------------------------------ GPT-2 BPE tables from files
+   The same construction as workflow/tokenizers/bpe.py (build_bpe_tables, "ranks" semantics): the
+   vocabulary decides which pairs merge (merges.txt is only checked for its format), ids are ranks. */
+static uint32_t ct_bytes_hash(const uint8_t *p, int64_t n) {
+  uint64_t h = 2166136261u;
+  for (int64_t i = 0; i < n; i++) h = ((h ^ p[i]) * 16777619u) & 0xFFFFFFFFu;
+  return (uint32_t)(h ^ (h >> 15));
+}
+
+static int64_t ct_table_size(int64_t n) { int64_t s = 16; while (s < 2 * n) s *= 2; return s; }
+
+static int32_t ct_find(const ct_tables *T, const uint8_t *p, int64_t n) {
+  int64_t slot = ct_bytes_hash(p, n) & T->vmask;
+  while (T->vslots[slot] >= 0) {
+    int32_t id = T->vslots[slot];
+    int64_t a = T->voffsets[id], len = T->voffsets[id + 1] - a;
+    if (len == n && memcmp(T->vdata + a, p, (size_t)n) == 0) return id;
+    slot = (slot + 1) & T->vmask;
+  }
+  return -1;
+}
+
+static int ct_byte_of_char(uint32_t cp) {  /* inverse of GPT-2's bytes_to_unicode */
+  if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
+  if (cp < 256 || cp >= 256 + 68) return -1;
+  int extra = 0;
+  for (int b = 0; b < 256; b++) {
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) continue;
+    if (256 + extra == (int)cp) return b;
+    extra++;
+  }
+  return -1;
+}
+
+static char *ct_read_all(const char *path, int64_t *size, char *msg, const char *what) {
+  FILE *f = fopen(path, "rb");
+  if (!f) { ct_fail(msg, "%s: cannot open the %s file (%s)", path, what, strerror(errno)); return NULL; }
+  char *buf = NULL; int64_t n = 0, cap = 0; size_t got;
+  char chunk[65536];
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (n + (int64_t)got + 1 > cap) {
+      cap = (n + (int64_t)got + 1) * 2;
+      char *nb = realloc(buf, (size_t)cap);
+      if (!nb) { free(buf); fclose(f); ct_fail(msg, "out of memory reading %s", path); return NULL; }
+      buf = nb;
+    }
+    memcpy(buf + n, chunk, got); n += (int64_t)got;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) { free(buf); ct_fail(msg, "%s: read error", path); return NULL; }
+  if (!buf) { buf = malloc(1); if (!buf) return NULL; }
+  buf[n] = 0;
+  *size = n;
+  return buf;
+}
+
+/* merges.txt / vocab.bpe: every line but an optional '#version' first line is "left right" */
+static int ct_check_merges(const char *path, char *msg) {
+  int64_t n;
+  char *t = ct_read_all(path, &n, msg, "merges");
+  if (!t) return @U@_ERR_IO;
+  int64_t line = 1, start = 0;
+  for (int64_t i = 0; i <= n; i++) {
+    if (i < n && t[i] != '\n') continue;
+    int64_t len = i - start;
+    if (len > 0 && !(line == 1 && len >= 8 && !strncmp(t + start, "#version", 8))) {
+      int spaces = 0;
+      for (int64_t k = start; k < i; k++) spaces += t[k] == ' ';
+      if (spaces != 1 || t[start] == ' ' || t[i - 1] == ' ') {
+        ct_fail(msg, "%s:%lld: malformed merge rule (each line is 'left right')", path, (long long)line);
+        free(t);
+        return @U@_ERR_TOKENIZER;
+      }
+    }
+    line++;
+    start = i + 1;
+  }
+  free(t);
+  return @U@_OK;
+}
+
+static void ct_tables_free(ct_tables *T) {
+  for (int k = 0; k < 8; k++) free(T->owned[k]);
+  memset(T, 0, sizeof *T);
+}
+
+/* Build the tables of a vocab.json / encoder.json: {"token": id, ...} in GPT-2's byte alphabet. */
+static int ct_tables_from_vocab(ct_tables *T, const char *path, char *msg) {
+  int64_t size;
+  char *text = ct_read_all(path, &size, msg, "vocabulary");
+  if (!text) return @U@_ERR_IO;
+  int rc = @U@_ERR_TOKENIZER;
+  int64_t n = CT_VOCAB;
+  int32_t *len = calloc((size_t)n, sizeof(int32_t));
+  uint8_t **item = calloc((size_t)n, sizeof(uint8_t *));
+  uint8_t *hashed = calloc((size_t)n, 1);
+  char *key = malloc(4096);
+  if (!len || !item || !hashed || !key) { ct_fail(msg, "out of memory"); rc = @U@_ERR_MEMORY; goto out; }
+  ct_json p = {text, (size_t)size, 0, 0};
+  if (!cj_eat(&p, '{')) { ct_fail(msg, "%s: not a JSON object mapping tokens to ids", path); goto out; }
+  int64_t max_id = -1;
+  if (!cj_eat(&p, '}')) {
+    for (;;) {
+      int64_t id;
+      if (!cj_string(&p, key, 4096) || !cj_eat(&p, ':') || !cj_int(&p, &id)) {
+        ct_fail(msg, "%s: malformed vocabulary JSON near byte %zu (expected \"token\": id)", path, p.i); goto out;
+      }
+      if (id < 0 || id >= n) {
+        ct_fail(msg, "%s: token id %lld outside 0..%lld: the vocabulary does not fit the exported model (%lld tokens)",
+                path, (long long)id, (long long)(n - 1), (long long)n);
+        goto out;
+      }
+      if (id > max_id) max_id = id;
+      size_t klen = strlen(key);
+      uint8_t *bytes = malloc(klen + 1);
+      if (!bytes) { ct_fail(msg, "out of memory"); rc = @U@_ERR_MEMORY; goto out; }
+      int64_t m = 0;
+      int special = !strcmp(key, "<|endoftext|>");
+      if (special) { memcpy(bytes, key, klen); m = (int64_t)klen; }
+      else {
+        for (size_t i = 0; i < klen;) {  /* UTF-8 code points -> bytes */
+          unsigned char c = (unsigned char)key[i];
+          uint32_t cp; int w;
+          if (c < 0x80) { cp = c; w = 1; }
+          else if ((c & 0xE0) == 0xC0 && i + 1 < klen) { cp = ((uint32_t)(c & 0x1F) << 6) | (key[i + 1] & 0x3F); w = 2; }
+          else { cp = 0xFFFFFFFFu; w = 1; }
+          int b = ct_byte_of_char(cp);
+          if (b < 0) {
+            free(bytes);
+            ct_fail(msg, "%s: token '%s' (id %lld) is not in GPT-2's byte-level alphabet", path, key, (long long)id);
+            goto out;
+          }
+          bytes[m++] = (uint8_t)b;
+          i += (size_t)w;
+        }
+      }
+      free(item[id]);
+      item[id] = bytes; len[id] = (int32_t)m; hashed[id] = (uint8_t)!special;
+      if (cj_eat(&p, ',')) continue;
+      if (cj_eat(&p, '}')) break;
+      ct_fail(msg, "%s: malformed vocabulary JSON near byte %zu", path, p.i); goto out;
+    }
+  }
+  if (max_id + 1 != n) {
+    ct_fail(msg, "%s: the vocabulary has %lld tokens, the exported model %lld", path, (long long)(max_id + 1), (long long)n);
+    goto out;
+  }
+  {
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) total += len[i];
+    int64_t size_v = ct_table_size(n);
+    int32_t *offsets = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    uint8_t *data = malloc((size_t)(total > 0 ? total : 1));
+    int32_t *slots = malloc(sizeof(int32_t) * (size_t)size_v);
+    int32_t *byte_ids = malloc(sizeof(int32_t) * 256);
+    T->owned[0] = offsets; T->owned[1] = data; T->owned[2] = slots; T->owned[3] = byte_ids;
+    if (!offsets || !data || !slots || !byte_ids) { ct_fail(msg, "out of memory"); rc = @U@_ERR_MEMORY; goto out; }
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+      if (len[i]) memcpy(data + offsets[i], item[i], (size_t)len[i]);
+      offsets[i + 1] = offsets[i] + len[i];
+    }
+    for (int64_t s = 0; s < size_v; s++) slots[s] = -1;
+    T->voffsets = T->offsets = offsets; T->voffsets_len = T->offsets_len = n + 1;
+    T->vdata = T->data = data; T->vdata_len = T->data_len = total > 0 ? total : 1;
+    T->vslots = slots; T->vslots_len = size_v; T->vmask = size_v - 1;
+    T->n_vocab = n; T->whole_lookup = 1;
+    for (int64_t i = 0; i < n; i++) {
+      if (!hashed[i] || ct_find(T, data + offsets[i], len[i]) >= 0) continue;  /* first equal item wins */
+      int64_t slot = ct_bytes_hash(data + offsets[i], len[i]) & T->vmask;
+      while (slots[slot] >= 0) slot = (slot + 1) & T->vmask;
+      slots[slot] = (int32_t)i;
+    }
+    for (int b = 0; b < 256; b++) {
+      uint8_t one = (uint8_t)b;
+      byte_ids[b] = ct_find(T, &one, 1);
+      if (byte_ids[b] < 0) { ct_fail(msg, "%s: the vocabulary lacks the single-byte token for byte %d", path, b); goto out; }
+    }
+    T->byte_ids = byte_ids; T->byte_ids_len = 256;
+    /* pairs: every split of a token into two tokens merges, with the token's id as rank */
+    int64_t count = 0;
+    for (int pass = 0; pass < 2; pass++) {
+      int64_t size_p = ct_table_size(count);
+      int32_t *pl = NULL, *pr = NULL, *pk = NULL, *pv = NULL;
+      if (pass == 1) {
+        pl = malloc(sizeof(int32_t) * (size_t)size_p); pr = calloc((size_t)size_p, sizeof(int32_t));
+        pk = calloc((size_t)size_p, sizeof(int32_t)); pv = calloc((size_t)size_p, sizeof(int32_t));
+        T->owned[4] = pl; T->owned[5] = pr; T->owned[6] = pk; T->owned[7] = pv;
+        if (!pl || !pr || !pk || !pv) { ct_fail(msg, "out of memory"); rc = @U@_ERR_MEMORY; goto out; }
+        for (int64_t s = 0; s < size_p; s++) pl[s] = -1;
+        T->pleft = pl; T->pright = pr; T->prank = pk; T->presult = pv;
+        T->pleft_len = T->pright_len = T->prank_len = T->presult_len = size_p;
+        T->pmask = size_p - 1;
+      }
+      for (int64_t tid = 0; tid < n; tid++) {
+        if (!hashed[tid]) continue;
+        const uint8_t *tok = data + offsets[tid];
+        for (int64_t k = 1; k < len[tid]; k++) {
+          int32_t a = ct_find(T, tok, k);
+          if (a < 0) continue;
+          int32_t b = ct_find(T, tok + k, len[tid] - k);
+          if (b < 0) continue;
+          if (pass == 0) { count++; continue; }
+          int64_t h = (int64_t)a * 1000003 + (int64_t)b * 19349663;
+          int64_t slot = (h ^ (h >> 15)) & T->pmask;
+          while (pl[slot] >= 0 && !(pl[slot] == a && pr[slot] == b)) slot = (slot + 1) & T->pmask;
+          if (pl[slot] >= 0) continue;  /* a repeated pair keeps its first (lowest) rank */
+          pl[slot] = a; pr[slot] = b; pk[slot] = (int32_t)tid; pv[slot] = (int32_t)tid;
+        }
+      }
+    }
+  }
+  rc = @U@_OK;
+out:
+  if (item) for (int64_t i = 0; i < n; i++) free(item[i]);
+  free(item); free(len); free(hashed); free(key); free(text);
+  return rc;
 }
 """

@@ -310,3 +310,125 @@ def test_names_without_transformer_prefix_are_accepted(exported, tmp_path) -> No
     sd = load_file(str(MODEL / "model.safetensors"))
     save_file({k.removeprefix("transformer."): v for k, v in sd.items()}, str(tmp_path / "old.safetensors"))
     assert _cli_ids(out, tmp_path / "old.safetensors") == _cli_ids(out, MODEL / "model.safetensors")
+
+
+TOKENIZE_CLIENT = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "gpt2.h"
+int main(int argc, char **argv) {
+  int err = 0;
+  gpt2_ctx *ctx = gpt2_init(argv[1], argv[2], argc > 4 ? argv[4] : NULL, &err);
+  if (!ctx) { fprintf(stderr, "error (%s): %s\n", gpt2_error_name(err), gpt2_last_error(NULL)); return 2; }
+  FILE *f = fopen(argv[3], "rb");
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = 0;
+  fclose(f);
+  int64_t count = 0;
+  int32_t *ids = malloc(sizeof(int32_t) * (n + 1));
+  gpt2_tokenize(ctx, text, ids, (int64_t)n + 1, &count);
+  for (int64_t i = 0; i < count; i++) printf("%d ", ids[i]);
+  gpt2_free(ctx);
+  free(ids);
+  return 0;
+}
+"""
+
+VARIED = (
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n"
+    "Ünïcödé — 中文字符 русский текст العربية 😀🎉 don't we'll I'm\t\ttabs   spaces\n\n\n"
+    "numbers 12345 3.14159 and punctuation!!! ??? ... (brackets) [more] {braces}\n"
+) * 30
+
+
+@pytest.fixture(scope="module")
+def tokenize_client(exported, tmp_path_factory) -> Path:
+    _, out = exported
+    d = tmp_path_factory.mktemp("tok_client")
+    (d / "client.c").write_text(TOKENIZE_CLIENT)
+    exe = d / "client"
+    subprocess.run(
+        [
+            "cc",
+            "-O1",
+            f"-I{out.directory}",
+            "-o",
+            str(exe),
+            str(d / "client.c"),
+            f"-L{out.directory}",
+            "-lgpt2",
+            f"-Wl,-rpath,{out.directory}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return exe
+
+
+def _c_tokenize(
+    exe: Path, vocab: Path, text: Path, merges: Path | None = None
+) -> subprocess.CompletedProcess:
+    args = [str(exe), str(MODEL), str(vocab), str(text)] + ([str(merges)] if merges else [])
+    return subprocess.run(args, capture_output=True, text=True, env={}, timeout=120)
+
+
+def test_vocab_file_tables_are_built_at_init(tokenize_client, tmp_path) -> None:
+    """A vocab.json other than the exported one: the C runtime builds the BPE tables from it, and
+    tokenizes exactly like the Python tokenizer loaded from the same files."""
+    import random
+
+    from caten_lab.workflow.tokenizers import GPT2Tokenizer
+
+    vocab = json.loads((MODEL / "vocab.json").read_text(encoding="utf-8"))
+    text = tmp_path / "text.txt"
+    text.write_text(VARIED, encoding="utf-8")
+    # 1) the same vocabulary written differently (\\u escapes, other key order): a different file
+    items = list(vocab.items())
+    random.Random(0).shuffle(items)
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(dict(items), ensure_ascii=True, indent=1))
+    want = GPT2Tokenizer.from_files(MODEL / "vocab.json", MODEL / "merges.txt").encode(VARIED)
+    r = _c_tokenize(tokenize_client, same, text, MODEL / "merges.txt")
+    assert r.returncode == 0, r.stderr
+    assert [int(x) for x in r.stdout.split()] == want
+    # 2) a different vocabulary of the same size: ids of multi-byte tokens permuted
+    long_ids = sorted(i for t, i in vocab.items() if len(t) > 2)
+    perm = long_ids[:]
+    random.Random(1).shuffle(perm)
+    remap = dict(zip(long_ids, perm))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({t: remap.get(i, i) for t, i in vocab.items()}))
+    want = GPT2Tokenizer.from_files(other, MODEL / "merges.txt").encode(VARIED)
+    r = _c_tokenize(tokenize_client, other, text)
+    assert r.returncode == 0, r.stderr
+    assert [int(x) for x in r.stdout.split()] == want
+    assert want != GPT2Tokenizer.from_files(MODEL / "vocab.json", MODEL / "merges.txt").encode(VARIED)
+
+
+@pytest.mark.parametrize(
+    ("content", "msg"),
+    [
+        ("[1, 2]", "not a JSON object"),
+        ('{"a": 1,', "malformed vocabulary JSON"),
+        ('{"a": 0, "b": 1}', "the vocabulary has 2 tokens"),
+        ('{"a": 99999}', "outside 0..4095"),
+        ('{"\\u4e2d": 0}', "not in GPT-2's byte-level alphabet"),
+    ],
+)
+def test_bad_vocab_files(tokenize_client, tmp_path, content: str, msg: str) -> None:
+    bad = tmp_path / "vocab.json"
+    bad.write_text(content)
+    text = tmp_path / "t.txt"
+    text.write_text("hello")
+    r = _c_tokenize(tokenize_client, bad, text)
+    assert r.returncode == 2 and "error (tokenizer)" in r.stderr and msg in r.stderr, r.stderr
+
+
+def test_bad_merges_file(tokenize_client, tmp_path) -> None:
+    bad = tmp_path / "merges.txt"
+    bad.write_text("#version: 0.2\nh e\nthree parts here\n")
+    text = tmp_path / "t.txt"
+    text.write_text("hello")
+    r = _c_tokenize(tokenize_client, MODEL / "vocab.json", text, bad)
+    assert r.returncode == 2 and "merges.txt:3: malformed merge rule" in r.stderr, r.stderr

@@ -90,3 +90,19 @@ def test_generation_is_sanitizer_clean(asan_cli) -> None:
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr
+
+
+def test_fuzzed_vocab_files_are_clean_errors(asan_cli, tmp_path) -> None:
+    """Vocabulary files are parsed and turned into tables in C at init: fuzz that path too."""
+    scale = float(os.environ.get("CATEN_SLOW_SCALE", "0.2"))
+    src = (MODEL / "vocab.json").read_bytes()
+    rng = random.Random(1)
+    for t in range(max(10, int(80 * scale))):
+        b = bytearray(src)
+        for _ in range(rng.randint(1, 5)):
+            b[rng.randint(0, len(b) - 1)] = rng.randint(0, 255)
+        p = tmp_path / "vocab.json"
+        p.write_bytes(bytes(b[: rng.randint(0, len(b))]) if t % 2 else bytes(b))
+        r = _run(asan_cli, MODEL, "--vocab", str(p))
+        assert r.returncode in (0, 2), (t, r.returncode, r.stderr[-2000:])
+        assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, (t, r.stderr[-2000:])
