@@ -355,13 +355,27 @@ def compile(  # noqa: A001 - the public name the contract asks for
     if backend == "numpy":
         graph.verify()
         return Program(graph, "numpy", safety, compile_s=time.perf_counter() - t0)
+    from caten_lab.runtime import artifact_cache
     from caten_lab.runtime.library import Library
     from caten_lab.runtime.toolchain import build_library, toolchain
 
-    res = lower_to_c(graph, safety=safety, trace=trace or cfg.trace, pipeline=pipeline, threads=cfg.threads)
-    arts = res.ctx.artifacts
-    compile_s = time.perf_counter() - t0
     tc = toolchain(cfg.cc, cfg.cache_dir)
+    tracing = trace or cfg.trace
+    key = cached = None
+    if not tracing and pipeline is None:  # the default pipeline's result is a pure function of these
+        key = artifact_cache.artifact_key(
+            _structure_of(graph), safety=safety, threads=cfg.threads, cc=cfg.cc, flags=tuple(tc.flags)
+        )
+        cached = None if force else artifact_cache.load(cfg.cache_dir, key)
+    if cached is not None:
+        compiled_graph, arts = cached
+        pass_trace = None
+    else:
+        res = lower_to_c(graph, safety=safety, trace=tracing, pipeline=pipeline, threads=cfg.threads)
+        compiled_graph, arts, pass_trace = res.graph, res.ctx.artifacts, res.trace
+        if key is not None:
+            artifact_cache.store(cfg.cache_dir, key, (compiled_graph, arts))
+    compile_s = time.perf_counter() - t0
     source = arts["c_source"]
     if force:
         from caten_lab.runtime.toolchain import library_key
@@ -372,7 +386,7 @@ def compile(  # noqa: A001 - the public name the contract asks for
     built = build_library(source, tc, cfg.cache_dir)
     lib = Library(built.path)
     prog = Program(
-        graph, "c", safety, compiled_graph=res.graph, schedule=arts["schedule"], memory_plan=arts.get("memory_plan"), trace=res.trace,
+        graph, "c", safety, compiled_graph=compiled_graph, schedule=arts["schedule"], memory_plan=arts.get("memory_plan"), trace=pass_trace,
         c_source=source, source_map=arts["source_map"], kernel_lines=arts["kernel_lines"], loop_ir=arts.get("loop_ir"),
         compile_s=compile_s, cc_s=built.cc_s, flags=tc.flags, library_path=str(built.path), cached=built.cached,
         artifacts=arts, _lib=lib,

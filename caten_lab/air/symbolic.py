@@ -51,6 +51,9 @@ class Expr:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Expr is immutable")
 
+    def __reduce__(self) -> tuple:  # pickle through the constructor (the slots are read-only)
+        return (Expr, (dict(self.terms),))
+
     # ---- arithmetic -----------------------------------------------------------------------
     def _terms(self) -> dict[Monomial, int]:
         return dict(self.terms)
