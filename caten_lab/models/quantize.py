@@ -23,10 +23,12 @@ FORMATS = ("fp32", "fp16", "int8")
 def quantize_int8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric per-row int8: ``w ≈ q * scale`` with ``scale`` of shape (rows, 1)."""
     w = np.asarray(w, dtype=np.float32)
-    amax = np.abs(w).max(axis=1, keepdims=True)
+    amax = np.maximum(w.max(axis=1, keepdims=True), -w.min(axis=1, keepdims=True))
     scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
-    return q, scale
+    x = w / scale  # one temporary, then in place: this runs over every weight at load time
+    np.rint(x, out=x)
+    np.clip(x, -127, 127, out=x)
+    return x.astype(np.int8), scale
 
 
 def apply_weight_format(
