@@ -10,6 +10,7 @@ an unreadable entry is ignored and rebuilt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -50,7 +51,9 @@ def load(cache_dir: Path, key: str) -> Any | None:
 
 
 def store(cache_dir: Path, key: str, value: Any) -> None:
+    """Write atomically; a result that cannot be pickled is simply not cached."""
     d = Path(cache_dir)
+    tmp: str | None = None
     try:
         d.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".artifacts_", suffix=".tmp")
@@ -58,7 +61,6 @@ def store(cache_dir: Path, key: str, value: Any) -> None:
             pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, d / f"artifacts_{key}.pkl")
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        try:
-            os.unlink(tmp)  # type: ignore[possibly-undefined]
-        except (OSError, NameError):
-            pass
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
