@@ -104,14 +104,105 @@ def worker(args: argparse.Namespace) -> dict:
                 model(ids)
                 row["prefill_tok_s"] = n_prefill / (time.perf_counter() - t)
     elif args.system == "tinygrad":
+        _tinygrad_env(args.threads)  # before the import: tinygrad reads CACHEDB/PARALLEL at import time
         try:
             import tinygrad  # noqa: F401
         except ImportError:
             row["error"] = "tinygrad not installed (pip install tinygrad==0.14.0 to include it)"
             return row
-        row["error"] = "tinygrad runner not wired in this bench yet"
+        _tinygrad_worker(row, model_dir, n_gen, n_prefill)
+        return row
     row["peak_rss_mb"] = _peak_rss_mb()
     return row
+
+
+def _tinygrad_env(threads: int) -> None:
+    """CPU device (clang), a compile pool of ``threads``, and the compile cache in this row's cache dir."""
+    os.environ.setdefault("DEV", "CPU")
+    os.environ.setdefault("PARALLEL", str(threads))
+    if os.environ.get("CATEN_CACHE_DIR"):
+        os.environ.setdefault("CACHEDB", str(Path(os.environ["CATEN_CACHE_DIR"]) / "tinygrad_cache.db"))
+
+
+def _tinygrad_worker(row: dict, model_dir: Path, n_gen: int, n_prefill: int) -> None:
+    """tinygrad 0.14 on CPU (clang): TTFT = un-jitted prompt prefill incl. schedule + codegen + clang.
+
+    The compile cache (CACHEDB) lives in this row's fresh cache dir, so TTFT is a cold compile. Decode is
+    timed after two warm-up steps (TinyJit compiles on call 0, captures on call 1, replays after).
+    tinygrad's CPU kernels are single-threaded: the threads column only sizes its compile pool.
+    """
+    import shutil
+
+    if shutil.which("clang") is None:
+        row["error"] = "tinygrad DEV=CPU needs the clang binary (apt-get install -y clang)"
+        return
+    if row["weights"] != "fp32":
+        row["error"] = "tinygrad runner measures fp32 only"
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import numpy as np
+    from _tinygrad_gpt2 import TinygradGPT2, load_hf_gpt2
+
+    t0 = time.perf_counter()
+    config, weights = load_hf_gpt2(model_dir)  # safetensors -> realized tinygrad tensors
+    t1 = time.perf_counter()
+    model = TinygradGPT2(config, weights)  # layers + zeroed KV caches
+    row["load_s"], row["build_s"] = t1 - t0, time.perf_counter() - t1
+    t = time.perf_counter()
+    first_logits = model.prefill_logits(PROMPT)
+    tokens = [int(np.argmax(first_logits))]
+    row["ttft_s"] = time.perf_counter() - t  # from a loaded model: schedule + compile + prefill + sample
+    pos = len(PROMPT)
+
+    def step() -> float:
+        nonlocal pos
+        t = time.perf_counter()
+        tokens.append(model.decode(tokens[-1], pos))
+        pos += 1
+        return time.perf_counter() - t
+
+    n_check = 16 if row["config"] == "tiny" else 0
+    if n_gen or n_check:
+        row["jit_warmup_s"] = step() + step()  # call 0 compiles the decode kernels, call 1 captures
+    if n_gen:
+        times = [step() for _ in range(n_gen - 1)]
+        row["decode_tok_s"] = len(times) / sum(times)
+    while len(tokens) < n_check:
+        step()
+    if n_prefill:
+        ids = [(i * 7919) % 50000 for i in range(n_prefill)]
+        model.prefill(ids)  # warm (compiles the 128-token kernels)
+        t = time.perf_counter()
+        model.prefill(ids)
+        row["prefill_tok_s"] = n_prefill / (time.perf_counter() - t)
+    row["peak_rss_mb"] = _peak_rss_mb()  # before the reference check loads torch
+    if n_check:
+        ref_tokens, ref_logits = _transformers_greedy(model_dir, n_check)
+        ours = tokens[:n_check]
+        row["check_max_abs_logit_diff"] = float(np.abs(first_logits - ref_logits).max())
+        if ours == ref_tokens:
+            row["check"] = f"greedy {n_check} tokens equal transformers'"
+        else:
+            bad = next(i for i, (a, b) in enumerate(zip(ours, ref_tokens)) if a != b)
+            row["error"] = f"WARNING: greedy tokens differ from transformers' at step {bad}: {ours} vs {ref_tokens}"
+
+
+def _transformers_greedy(model_dir: Path, n: int) -> tuple[list[int], object]:
+    """Reference greedy tokens (KV cache loop) and first-token logits from HF transformers."""
+    import torch
+    import transformers
+
+    model = transformers.GPT2LMHeadModel.from_pretrained(model_dir).eval()
+    with torch.inference_mode():
+        out = model(torch.tensor([PROMPT]), use_cache=True)
+        first_logits = out.logits[0, -1].numpy().copy()
+        past, tok, toks = out.past_key_values, int(out.logits[0, -1].argmax()), []
+        while True:
+            toks.append(tok)
+            if len(toks) == n:
+                return toks, first_logits
+            out = model(torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+            past, tok = out.past_key_values, int(out.logits[0, -1].argmax())
 
 
 def run_row(system: str, config: str, weights: str, threads: int, model_dir: Path, cache: Path, gen: int, prefill: int) -> dict:
@@ -165,13 +256,13 @@ def main() -> None:
         if config == "tiny":
             plan.append(("numpy", "fp32"))
         if args.quick and config == "small":
-            plan = [("caten_lab", "fp32"), ("caten_lab", "int8"), ("torch", "fp32")]
+            plan = [("caten_lab", "fp32"), ("caten_lab", "int8"), ("torch", "fp32"), ("tinygrad", "fp32")]
         for threads in thread_counts:
             for system, weights in plan:
                 cache = Path(tempfile.mkdtemp(prefix="caten_cache_"))
                 g, pf = (gen, prefill) if system != "numpy" else (4, 16)
                 cold = run_row(system, config, weights, threads, model_dir, cache, g, pf)
-                if system in ("caten_lab",) and "error" not in cold:
+                if system in ("caten_lab", "tinygrad") and "error" not in cold:
                     warm = run_row(system, config, weights, threads, model_dir, cache, 0, 0)
                     cold["ttft_warm_s"] = warm.get("ttft_s")
                 else:

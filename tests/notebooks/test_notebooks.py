@@ -173,6 +173,7 @@ def test_06_workflows(kernel_env):
     assert "RuntimeCheckError: index" in text
     assert "same as `tokenizers`: True" in text
     assert "picked token 3 (error code 0)" in text or "no C compiler found" in text
+    assert "exported program ran without Python" in text
 
 
 def test_07_performance(kernel_env):
