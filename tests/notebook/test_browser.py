@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -260,7 +261,7 @@ def test_inspector_in_jupyterlab(tmp_path):
                 "() => document.querySelectorAll('.caten-runner .cr-tok').length >= 12", timeout=60_000
             )
         except Exception:
-            page.screenshot(path="/tmp/h8_fail.png", full_page=True)
+            page.screenshot(path=str(Path(tempfile.gettempdir()) / "caten_runner_failure.png"), full_page=True)
             print(page.locator(".caten-runner").inner_text())
             print(errors)
             raise
