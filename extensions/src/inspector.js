@@ -2,6 +2,7 @@
 // The kernel sends one JSON document (see caten_lab/notebook/payload.py); graphs per rewrite are
 // rebuilt here from the rewrite records; layout runs in a Web Worker with Graphviz compiled to WASM.
 import workerSource from "virtual:layout-worker";
+import { h } from "./dom.js";
 
 const CAT_COLORS = { unary: "#dbeafe", binary: "#e0e7ff", ternary: "#ede9fe", reduce: "#fde68a", buffer: "#dcfce7" };
 const KERNEL_COLORS = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d8f3dc", "#ffe5d9", "#cddafd", "#f1e3d3", "#e2f0cb"];
@@ -72,18 +73,6 @@ function engine() {
   return layoutEngine;
 }
 
-// ---- small DOM helpers ----------------------------------------------------------------------------
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") el.className = v;
-    else if (k === "text") el.textContent = v;
-    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (v !== undefined && v !== null && v !== false) el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children) if (c !== null && c !== undefined) el.append(c);
-  return el;
-}
 
 function esc(s) {
   return String(s).replace(/\\/g, "\\\\").replace(/"/g, '\\"');

@@ -1,16 +1,6 @@
 // caten_lab GPT-2 runner: prompt, sampling options, Generate/Stop, tokens streamed as the kernel
 // produces them (custom messages), live tokens/s and optional top-k probabilities per token.
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") el.className = v;
-    else if (k === "text") el.textContent = v;
-    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (v !== undefined && v !== null && v !== false) el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children) if (c !== null && c !== undefined) el.append(c);
-  return el;
-}
+import { h } from "./dom.js";
 
 function render({ model, el }) {
   const root = h("div", { class: "caten-runner", "data-lm-suppress-shortcuts": "true" });
