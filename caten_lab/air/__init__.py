@@ -11,6 +11,7 @@ from caten_lab.air.ops import OPS, OpSpec, make_attrs, op_names, spec_of
 from caten_lab.air.rewriter import Match, Pat, Rewrite, Rewriter, Rule, match, replay, rewrite, rule
 from caten_lab.air.serialize import dumps, from_json, loads, to_dot, to_json
 from caten_lab.air.symbolic import Dim, Expr, Sym
+from caten_lab.air.value import Value, as_value
 
 __all__ = [
     "DType",
@@ -43,4 +44,6 @@ __all__ = [
     "Dim",
     "Expr",
     "Sym",
+    "Value",
+    "as_value",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 from caten_lab.air.dtypes import DType
 from caten_lab.air.node import Node, Read, make_node
 from caten_lab.air.ops import attrs_items
+from caten_lab.air.value import Value, as_value
 from caten_lab.errors import AirError
 
 
@@ -24,11 +25,11 @@ class Graph:
 
     def __init__(self) -> None:
         self._nodes: dict[int, Node] = {}
-        self._producer: dict[str, Node] = {}
+        self._producer: dict[Value, Node] = {}
         # value -> its readers. Compact: absent = no reader; an int = one node reading it once (the
         # common case, no inner dict); else {node id: number of reads}. See use_counts().
-        self._users: dict[str, int | dict[int, int]] = {}
-        self.outputs: list[str] = []
+        self._users: dict[Value, int | dict[int, int]] = {}
+        self.outputs: list[Value] = []
         self.version = 0  # bumped by every mutation
         self.journal: list[int] | None = None  # when a list, ids of nodes added are appended (rewriter)
 
@@ -52,36 +53,43 @@ class Graph:
     def has_node(self, node_id: int) -> bool:
         return node_id in self._nodes
 
-    def producer_of(self, value: str) -> Node | None:
-        return self._producer.get(value)
+    def producer_of(self, value: Value | str) -> Node | None:
+        p = self._producer.get(value)  # type: ignore[call-overload]
+        if p is None and value.__class__ is str:
+            return self._producer.get(as_value(value))
+        return p
 
-    def users_of(self, value: str) -> list[Node]:
+    def users_of(self, value: Value | str) -> list[Node]:
         """The nodes reading ``value`` (each once, in no particular order)."""
-        u = self._users.get(value)
+        u = self._users.get(value)  # type: ignore[call-overload]
         if u is None:
-            return []
+            return self.users_of(as_value(value)) if value.__class__ is str else []
         if u.__class__ is int:
             return [self._nodes[u]]  # type: ignore[index]
         nodes = self._nodes
         return [nodes[i] for i in u]  # type: ignore[union-attr]
 
-    def use_counts(self, value: str) -> dict[int, int]:
+    def use_counts(self, value: Value | str) -> dict[int, int]:
         """{node id: how many of its operands read ``value``} (a fresh dict)."""
-        u = self._users.get(value)
+        u = self._users.get(value)  # type: ignore[call-overload]
         if u is None:
-            return {}
+            return self.use_counts(as_value(value)) if value.__class__ is str else {}
         return {u: 1} if u.__class__ is int else dict(u)  # type: ignore[dict-item, arg-type]
 
-    def n_users(self, value: str) -> int:
+    def n_users(self, value: Value | str) -> int:
         """Number of nodes reading ``value`` (an output counts as one more use)."""
-        u = self._users.get(value)
+        if value.__class__ is str:
+            value = as_value(value)
+        u = self._users.get(value)  # type: ignore[call-overload]
         n = 0 if u is None else 1 if u.__class__ is int else len(u)  # type: ignore[arg-type]
         return n + (value in self.outputs)
 
     def type_of(self, read: Read) -> tuple[tuple, DType] | None:
         """(shape, dtype) of a value read, None for a literal."""
-        if not isinstance(read, str):
-            return None
+        if read.__class__ is not Value:
+            if read.__class__ is not str:
+                return None
+            read = as_value(read)
         n = self._producer.get(read)
         if n is None:
             raise AirError(f"value {read!r} is not defined in this graph")
@@ -92,7 +100,7 @@ class Graph:
         return [n for n in self._nodes.values() if n.op == "allocate" and n.attrs.name is not None]
 
     # ---- index maintenance (internal) ------------------------------------------------------
-    def _use(self, value: str, nid: int, count: int = 1) -> None:
+    def _use(self, value: Value, nid: int, count: int = 1) -> None:
         users = self._users
         u = users.get(value)
         if u is None:
@@ -102,7 +110,7 @@ class Graph:
         else:
             u[nid] = u.get(nid, 0) + count  # type: ignore[union-attr]
 
-    def _unuse(self, value: str, nid: int, all_reads: bool = False) -> None:
+    def _unuse(self, value: Value, nid: int, all_reads: bool = False) -> None:
         """Drop one read (or every read, with ``all_reads``) of ``value`` by node ``nid``."""
         users = self._users
         u = users.get(value)
@@ -123,12 +131,17 @@ class Graph:
                 del users[value]
 
     # ---- mutation ----------------------------------------------------------------------
-    def insert(self, op: str, reads: list[Read], /, *, source: str | None = None, **attrs: Any) -> str:
-        """Validate and append a new node; returns the value it writes."""
+    def insert(self, op: str, reads: list[Read], /, *, source: str | None = None, **attrs: Any) -> Value:
+        """Validate and append a new node; returns the value it writes.
+
+        Operands are value ids (``Value``; their printed form ``"v12"`` is accepted too) or literals.
+        """
         producer = self._producer
         read_types: list[tuple[tuple, DType] | None] = []
+        if any(r.__class__ is str for r in reads):
+            reads = [as_value(r) if r.__class__ is str else r for r in reads]
         for r in reads:
-            if r.__class__ is str:
+            if r.__class__ is Value:
                 p = producer.get(r)  # type: ignore[arg-type]
                 if p is None:
                     raise AirError(
@@ -141,7 +154,7 @@ class Graph:
                 read_types.append(self.type_of(r))
         node = make_node(op, reads, attrs, writes=(), read_types=read_types, source=source)
         nid = node.id
-        out = f"v{nid}"
+        out = Value(nid)
         node.writes = (out,)
         nodes = self._nodes
         if nid in nodes or out in producer:
@@ -151,7 +164,7 @@ class Graph:
         producer[out] = node
         users = self._users
         for r in node.reads:
-            if r.__class__ is str:
+            if r.__class__ is Value:
                 u = users.get(r)  # type: ignore[call-overload]
                 if u is None:
                     users[r] = nid  # type: ignore[index]
@@ -172,14 +185,25 @@ class Graph:
             raise AirError(f"node id {nid} is already in the graph")
         producer = self._producer
         for w in node.writes:
+            if w.__class__ is not Value:
+                raise AirError(
+                    f"node {nid} ({node.op}) writes {w!r} ({type(w).__name__}), which is not a value id",
+                    hint="value ids are Value objects (Graph.insert returns them; Value.parse('v12'))",
+                )
             if w in producer:
                 raise AirError(f"value {w!r} is already written by node {producer[w].id}")
+        for r in node.reads:
+            if r.__class__ is str:
+                raise AirError(
+                    f"node {nid} ({node.op}) reads the str {r!r}: operands are Value ids or scalar literals",
+                    hint="use Value.parse(...) for a value id typed as text",
+                )
         nodes[nid] = node
         for w in node.writes:
             producer[w] = node
         users = self._users
         for r in node.reads:
-            if r.__class__ is str:
+            if r.__class__ is Value:
                 u = users.get(r)  # type: ignore[call-overload]
                 if u is None:
                     users[r] = nid  # type: ignore[index]
@@ -205,7 +229,7 @@ class Graph:
                         hint="replace_uses(...) first, or prune()",
                     )
         for r in node.reads:
-            if r.__class__ is str:
+            if r.__class__ is Value:
                 self._unuse(r, node_id, all_reads=True)  # type: ignore[arg-type]
         producer = self._producer
         for w in node.writes:
@@ -218,23 +242,29 @@ class Graph:
         """Change one operand of ``node`` (no type re-check: callers keep types consistent)."""
         if self._nodes.get(node.id) is not node:
             raise AirError(f"set_read: node {node.id} ({node.op}) is not in this graph")
-        if isinstance(value, str) and value not in self._producer:
+        if value.__class__ is str:
+            value = as_value(value)
+        if value.__class__ is Value and value not in self._producer:
             raise AirError(f"set_read: value {value!r} is not defined in this graph")
         old = node.reads[index]
-        if isinstance(old, str):
+        if old.__class__ is Value:
             self._unuse(old, node.id)
         node.reads[index] = value
-        if isinstance(value, str):
+        if value.__class__ is Value:
             self._use(value, node.id)
         self.version += 1
 
-    def replace_uses(self, old: str, new: Read, *, outputs: bool = True) -> int:
+    def replace_uses(self, old: Value | str, new: Read, *, outputs: bool = True) -> int:
         """Make every reader of ``old`` read ``new``; O(users of old). Returns reads changed."""
+        if old.__class__ is str:
+            old = as_value(old)
+        if new.__class__ is str:
+            new = as_value(new)
         if old == new:
             return 0
-        if isinstance(new, str) and new not in self._producer:
+        if new.__class__ is Value and new not in self._producer:
             raise AirError(f"replace_uses: value {new!r} is not defined in this graph")
-        if outputs and not isinstance(new, str) and old in self.outputs:
+        if outputs and new.__class__ is not Value and old in self.outputs:
             raise AirError(
                 f"replace_uses: output {old!r} cannot become the literal {new!r}",
                 hint="insert a const node for the literal and replace with its value",
@@ -245,12 +275,12 @@ class Graph:
         for nid in counts:
             reads = nodes[nid].reads
             for i, r in enumerate(reads):
-                if r == old and r.__class__ is str:
+                if r == old and r.__class__ is Value:
                     reads[i] = new
                     changed += 1
         if counts:
             del self._users[old]
-            if isinstance(new, str):
+            if new.__class__ is Value:
                 for nid, cnt in counts.items():
                     self._use(new, nid, cnt)
         if outputs and old in self.outputs:
@@ -262,17 +292,17 @@ class Graph:
         """Put ``new`` in place of node ``node_id``: same id, same writes, same position; O(reads)."""
         old = self.node(node_id)
         for r in new.reads:
-            if isinstance(r, str) and r not in self._producer:
+            if r.__class__ is Value and r not in self._producer:
                 raise AirError(f"replace_node: value {r!r} is not defined in this graph")
         if new.id != node_id and new.id in self._nodes:
             raise AirError(f"replace_node: the new node is node {new.id} of this graph; pass a fresh node")
         for r in old.reads:
-            if r.__class__ is str:
+            if r.__class__ is Value:
                 self._unuse(r, node_id)  # type: ignore[arg-type]
         new.id = node_id
         new.writes = old.writes
         for r in new.reads:
-            if r.__class__ is str:
+            if r.__class__ is Value:
                 self._use(r, node_id)  # type: ignore[arg-type]
         self._nodes[node_id] = new
         for w in new.writes:
@@ -280,7 +310,9 @@ class Graph:
         self.version += 1
         return new
 
-    def mark_output(self, value: str) -> None:
+    def mark_output(self, value: Value | str) -> None:
+        if value.__class__ is str:
+            value = as_value(value)
         if value not in self._producer:
             raise AirError(f"mark_output: value {value!r} is not defined in this graph")
         if value not in self.outputs:
@@ -297,7 +329,7 @@ class Graph:
             if root.id in state:
                 continue
             for r in root.reads:  # fast path (every node of an already sorted graph): operands done
-                if r.__class__ is str:
+                if r.__class__ is Value:
                     p = producer.get(r)  # type: ignore[arg-type]
                     if p is not None and state.get(p.id) != 2:
                         break
@@ -313,7 +345,7 @@ class Graph:
                 while i < len(reads):
                     r = reads[i]
                     i += 1
-                    if isinstance(r, str):
+                    if r.__class__ is Value:
                         p = producer.get(r)
                         if p is None:
                             continue
@@ -339,6 +371,36 @@ class Graph:
 
     def live_nodes(self) -> set[int]:
         """Ids of nodes the outputs depend on."""
+        return self._live_and_dead()[0]
+
+    def _live_and_dead(self) -> tuple[set[int], list[Node]]:
+        """(ids of the nodes the outputs depend on, the other nodes in reverse graph order).
+
+        One sweep over the nodes in reverse order: in a graph kept in topological order (what
+        ``insert`` builds) every producer comes after its readers in that sweep, and the walk is
+        sequential in memory. If some live node was reached only after the sweep passed it (the
+        graph is out of order), a depth-first search from the outputs gives the exact answer.
+        """
+        producer = self._producer
+        live = {producer[o].id for o in self.outputs if o in producer}
+        dead: list[Node] = []
+        visited = 0
+        for n in reversed(self._nodes.values()):
+            if n.id in live:
+                visited += 1
+                for r in n.reads:
+                    if r.__class__ is Value:
+                        p = producer.get(r)  # type: ignore[arg-type]
+                        if p is not None:
+                            live.add(p.id)
+            else:
+                dead.append(n)
+        if visited != len(live):
+            live = self._live_nodes_dfs()
+            dead = [n for nid, n in reversed(self._nodes.items()) if nid not in live]
+        return live, dead
+
+    def _live_nodes_dfs(self) -> set[int]:
         live: set[int] = set()
         producer = self._producer
         stack = [producer[o] for o in self.outputs if o in producer]
@@ -348,19 +410,39 @@ class Graph:
                 continue
             live.add(n.id)
             for r in n.reads:
-                if r.__class__ is str:
+                if r.__class__ is Value:
                     p = producer.get(r)  # type: ignore[arg-type]
                     if p is not None and p.id not in live:
                         stack.append(p)
         return live
 
-    def prune(self) -> int:
-        """Remove every node the outputs do not depend on; returns how many were removed."""
-        live = self.live_nodes()
-        dead = [nid for nid in self._nodes if nid not in live]
-        for nid in dead:
-            self.remove(nid, force=True)
+    def prune(self, removed: list[int] | None = None) -> int:
+        """Remove every node the outputs do not depend on; returns how many were removed.
+
+        ``removed``, when given, receives the ids of the removed nodes in graph order.
+        """
+        dead = self._live_and_dead()[1]
+        if not dead:
+            return 0
+        if removed is not None:
+            removed.extend(n.id for n in reversed(dead))
+        self._remove_each(dead)
+        self.version += 1
         return len(dead)
+
+    def _remove_each(self, dead: list[Node]) -> None:
+        """Delete dead nodes one by one: O(dead + their reads)."""
+        nodes = self._nodes
+        producer = self._producer
+        unuse = self._unuse
+        for n in reversed(dead):  # in graph order: the index entries were made in that order too
+            nid = n.id
+            for w in n.writes:
+                del producer[w]  # its readers are dead too: their removal empties its users entry
+            for r in n.reads:
+                if r.__class__ is Value:
+                    unuse(r, nid, True)  # type: ignore[arg-type]
+            del nodes[nid]
 
     def verify(self) -> None:
         """Check every read is defined, there is no cycle, outputs exist and the indices are exact.
@@ -386,15 +468,15 @@ class Graph:
             reads = n.reads
             if len(reads) == 1 or (len(reads) == 2 and reads[0] != reads[1]):
                 for r in reads:
-                    if r.__class__ is str:
+                    if r.__class__ is Value:
                         u = users.get(r)  # type: ignore[call-overload]
                         if u is None or (u != nid if u.__class__ is int else u.get(nid) != 1):  # type: ignore[union-attr]
                             ok = False
                         n_pairs += 1
             elif reads:
-                counts: dict[str, int] = {}
+                counts: dict[Value, int] = {}
                 for r in reads:
-                    if r.__class__ is str:
+                    if r.__class__ is Value:
                         counts[r] = counts.get(r, 0) + 1  # type: ignore[index]
                 for r, c in counts.items():
                     u = users.get(r)
@@ -417,8 +499,8 @@ class Graph:
 
     def _diagnose(self) -> None:
         """Rebuild the indices from the nodes and raise an AirError naming the first difference."""
-        producer: dict[str, Node] = {}
-        users: dict[str, dict[int, int]] = {}
+        producer: dict[Value, Node] = {}
+        users: dict[Value, dict[int, int]] = {}
         for nid, n in self._nodes.items():
             if nid != n.id:
                 raise AirError(f"index out of sync: node {n.id} ({n.op}) is stored under id {nid}")
@@ -432,6 +514,12 @@ class Graph:
             nid = n.id
             for r in n.reads:
                 if r.__class__ is str:
+                    raise AirError(
+                        f"node {nid} ({n.op}) reads the str {r!r}: operands are Value ids or scalar literals",
+                        where=n.source,
+                        hint="a pass assigned to node.reads directly: use Graph.set_read / replace_uses",
+                    )
+                if r.__class__ is Value:
                     if r not in producer:
                         raise AirError(
                             f"node {nid} ({n.op}) reads {r!r}, which no node writes", where=n.source
@@ -474,7 +562,7 @@ class Graph:
         Nodes are numbered in post-order of a DFS from the outputs, so two graphs that compute the
         same thing with different value ids or insertion orders get equal keys.
         """
-        index: dict[str, int] = {}
+        index: dict[Value, int] = {}
         keys: list[tuple] = []
         producer = self._producer
         for o in self.outputs:
@@ -488,7 +576,7 @@ class Graph:
                 while i < len(reads):
                     r = reads[i]
                     i += 1
-                    if isinstance(r, str) and r not in index and r not in onstack:
+                    if r.__class__ is Value and r not in index and r not in onstack:
                         stack[-1] = (node, i)
                         onstack.add(r)
                         stack.append((producer[r], 0))
@@ -496,7 +584,7 @@ class Graph:
                 else:
                     stack.pop()
                     rd = tuple(
-                        ("v", index[r]) if isinstance(r, str) else ("l", type(r).__name__, _key_scalar(r))
+                        ("v", index[r]) if r.__class__ is Value else ("l", type(r).__name__, _key_scalar(r))
                         for r in node.reads
                     )
                     keys.append((node.op, _key_attrs(node.attrs), node.dtype.value, node.shape, rd))
@@ -514,7 +602,7 @@ class Graph:
     def dump(self) -> str:
         """One line per node in order, then the outputs."""
         lines = [repr(n) for n in self._nodes.values()]
-        lines.append("outputs: " + ", ".join(self.outputs))
+        lines.append("outputs: " + ", ".join(map(str, self.outputs)))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -533,7 +621,7 @@ def _key_attrs(attrs: Any) -> tuple:
     return items
 
 
-def graph_from_nodes(nodes: Iterable[Node], outputs: Iterable[str]) -> Graph:
+def graph_from_nodes(nodes: Iterable[Node], outputs: Iterable[Value]) -> Graph:
     g = Graph()
     for n in nodes:
         g.add(n)

@@ -17,6 +17,7 @@ from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.symbolic import evaluate
+from caten_lab.air.value import Value
 from caten_lab.errors import AirError, SymbolError
 
 
@@ -209,7 +210,7 @@ def interpret(
     for k, v in sym.items():
         if not isinstance(v, (int, np.integer)) or v < 0:
             raise SymbolError(f"symbol {k!r} must be bound to a non-negative int, got {v!r}")
-    env: dict[str, np.ndarray] = {}
+    env: dict[Value, np.ndarray] = {}
     order = g.toposort()
     if not keep:  # only what the outputs depend on (dead nodes may read inputs nobody bound)
         live = g.live_nodes()
@@ -218,15 +219,15 @@ def interpret(
     if not keep:
         for n in order:
             for r in n.reads:
-                if isinstance(r, str):
+                if r.__class__ is Value:
                     remaining[r] = remaining.get(r, 0) + 1
     outs = set(g.outputs)
     for n in order:
-        args = [env[r] if isinstance(r, str) else r for r in n.reads]
+        args = [env[r] if r.__class__ is Value else r for r in n.reads]
         env[n.out] = run_node(n, args, sym, inputs)
         if not keep:
             for r in n.reads:
-                if isinstance(r, str):
+                if r.__class__ is Value:
                     remaining[r] -= 1
                     if remaining[r] == 0 and r not in outs:
                         del env[r]

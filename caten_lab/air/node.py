@@ -8,10 +8,13 @@ from typing import Any
 from caten_lab.air.dtypes import DType
 from caten_lab.air.infer import infer_type
 from caten_lab.air.ops import OPS, attrs_items, make_attrs, spec_of
+from caten_lab.air.value import Value, is_value
 from caten_lab.errors import AirError
 
+__all__ = ["Literal", "Node", "Read", "Value", "is_value", "make_node", "reserve_node_ids"]
+
 Literal = int | float | bool
-Read = str | int | float | bool  # a value id (str) or a literal scalar
+Read = Value | int | float | bool  # a value id or a literal scalar
 
 _node_ids = itertools.count(1)
 
@@ -21,11 +24,6 @@ def reserve_node_ids(upto: int) -> None:
     global _node_ids
     nxt = next(_node_ids)
     _node_ids = itertools.count(max(nxt, upto + 1))
-
-
-def is_value(read: Read) -> bool:
-    """A read is a value id when it is a str; otherwise it is a literal scalar."""
-    return isinstance(read, str)
 
 
 class Node:
@@ -39,7 +37,7 @@ class Node:
     def __init__(
         self,
         op: str,
-        writes: tuple[str, ...],
+        writes: tuple[Value, ...],
         reads: list[Read],
         attrs: Any,
         dtype: DType,
@@ -57,12 +55,12 @@ class Node:
         self.source = source
 
     @property
-    def out(self) -> str:
+    def out(self) -> Value:
         """The value this node writes (every primitive op writes exactly one)."""
         return self.writes[0]
 
-    def value_reads(self) -> list[str]:
-        return [r for r in self.reads if isinstance(r, str)]
+    def value_reads(self) -> list[Value]:
+        return [r for r in self.reads if r.__class__ is Value]  # type: ignore[misc]
 
     def copy(self) -> Node:
         return Node(
@@ -70,11 +68,11 @@ class Node:
         )
 
     def __repr__(self) -> str:
-        args = ", ".join(str(r) if isinstance(r, str) else repr(r) for r in self.reads)
+        args = ", ".join(repr(r) for r in self.reads)
         attrs = ", ".join(f"{k}={_fmt(v)}" for k, v in attrs_items(self.attrs))
         inner = ", ".join(x for x in (args, attrs) if x)
         shape = ", ".join(str(d) for d in self.shape)
-        return f"{', '.join(self.writes)} = {self.op}({inner}) : {self.dtype.value}[{shape}]"
+        return f"{', '.join(map(str, self.writes))} = {self.op}({inner}) : {self.dtype.value}[{shape}]"
 
 
 def _fmt(v: Any) -> str:
@@ -90,7 +88,7 @@ def make_node(
     reads: list[Read],
     attrs: dict[str, Any] | None = None,
     *,
-    writes: tuple[str, ...],
+    writes: tuple[Value, ...],
     read_types: list[tuple[tuple, DType] | None],
     source: str | None = None,
 ) -> Node:
@@ -107,15 +105,15 @@ def make_node(
             hint=f"{op!r}: {spec.doc}",
         )
     for r in reads:
-        if r.__class__ not in _READ_TYPES and not isinstance(r, (str, int, float, bool)):
+        if r.__class__ not in _READ_TYPES and (isinstance(r, str) or not isinstance(r, (int, float, bool))):
             raise AirError(
                 f"op {op!r}: operand {r!r} ({type(r).__name__}) is neither a value id nor a scalar literal",
                 where=source,
-                hint="operands are value ids (str) returned by Graph.insert, or Python int/float/bool",
+                hint="operands are value ids (Value, returned by Graph.insert) or Python int/float/bool",
             )
     a = make_attrs(op, attrs) if attrs else make_attrs(op, {})
     shape, dtype = infer_type(op, a, reads, read_types, source)
     return Node(op, writes, list(reads), a, dtype, shape, source)
 
 
-_READ_TYPES = frozenset({str, int, float, bool})
+_READ_TYPES = frozenset({Value, int, float, bool})

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from caten_lab.air.dtypes import DType, to_dtype
 from caten_lab.air.symbolic import Dim, Expr
+from caten_lab.air.value import Value
 from caten_lab.errors import AirError
 
 # ---- attribute value kinds ----------------------------------------------------------------
@@ -47,7 +48,7 @@ class AttrKind:
 
 
 def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    return isinstance(v, int) and not isinstance(v, bool) and v.__class__ is not Value
 
 
 def _is_dim(v: Any) -> bool:

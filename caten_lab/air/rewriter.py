@@ -31,6 +31,7 @@ from typing import Any
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node, Read
 from caten_lab.air.ops import OPS
+from caten_lab.air.value import Value
 from caten_lab.errors import AirError
 
 
@@ -85,7 +86,7 @@ class Match:
 
     def node(self, name: str) -> Node | None:
         v = self.captures[name]
-        return self.graph.producer_of(v) if isinstance(v, str) else None
+        return self.graph.producer_of(v) if v.__class__ is Value else None
 
 
 @dataclass
@@ -115,7 +116,7 @@ class Rewrite:
     location: str
     matched: list[int]
     produced: list[Node]
-    replaced: tuple[str, Read]
+    replaced: tuple[Value, Read] | None  # (old value, what its readers read now); None: nodes only removed
     removed: list[int]
     version: int
     extra: dict[str, Any] = field(default_factory=dict)
@@ -126,7 +127,7 @@ PatRead = Pat | str | int | float | bool
 
 def _match_read(g: Graph, p: PatRead, r: Read, caps: dict[str, Read], nodes: list[Node]) -> bool:
     if isinstance(p, Pat):
-        if not isinstance(r, str):
+        if r.__class__ is not Value:
             return False
         n = g.producer_of(r)
         return n is not None and _match_node(g, p, n, caps, nodes)
@@ -136,7 +137,7 @@ def _match_read(g: Graph, p: PatRead, r: Read, caps: dict[str, Read], nodes: lis
         caps[p] = r
         return True
     # literal pattern: a literal read or a const node of that value
-    if not isinstance(r, str):
+    if r.__class__ is not Value:
         return r == p and not isinstance(r, bool) ^ isinstance(p, bool)
     n = g.producer_of(r)
     return (
@@ -173,7 +174,7 @@ def _match_node(g: Graph, p: Pat, n: Node, caps: dict[str, Read], nodes: list[No
         else:
             return False
     if p.name is not None:
-        if p.name in caps and caps[p.name] != n.out:
+        if p.name in caps and not (caps[p.name].__class__ is Value and caps[p.name] == n.out):
             return False
         caps[p.name] = n.out
     nodes.append(n)
@@ -197,14 +198,14 @@ def pattern_depth(p: Pat) -> int:
 _ELEMENTWISE_CATEGORIES = frozenset({"unary", "binary", "ternary"})
 
 
-def _literal_fits(g: Graph, old: str) -> bool:
+def _literal_fits(g: Graph, old: Value) -> bool:
     """Can every use of ``old`` read a scalar literal instead (elementwise users keeping a value operand)?"""
     if old in g.outputs:
         return False
     for u in g.users_of(old):
         if OPS[u.op].category not in _ELEMENTWISE_CATEGORIES:
             return False
-        if not any(isinstance(r, str) and r != old for r in u.reads):
+        if not any(r.__class__ is Value and r != old for r in u.reads):
             return False
     return True
 
@@ -228,7 +229,7 @@ def _remove_dead(g: Graph, node: Node, removed: list[int] | None) -> None:
         if removed is not None:
             removed.append(n.id)
         for r in n.reads:
-            if isinstance(r, str):
+            if r.__class__ is Value:
                 p = g.producer_of(r)
                 if p is not None:
                     stack.append(p)
@@ -293,10 +294,10 @@ class Rewriter:
                     journal.clear()
                     new = rule.build(m)
                     old = node.out
-                    if new is None or new == old:
+                    if new is None or (new.__class__ is Value and new == old):
                         self._drop_unused(g, journal)
                         continue
-                    if not isinstance(new, str) and not _literal_fits(g, old):
+                    if new.__class__ is not Value and not _literal_fits(g, old):
                         new = g.insert("const", [], value=new, shape=node.shape, dtype=node.dtype)
                     g.replace_uses(old, new)
                     removed: list[int] | None = [] if record is not None else None
@@ -310,7 +311,7 @@ class Rewriter:
                         if p.id in nodes and p.id not in queued:
                             work.append(p.id)
                             queued.add(p.id)
-                    if isinstance(new, str):
+                    if new.__class__ is Value:
                         self._requeue_users(g, new, work, queued)
                     applied += 1
                     if record is not None:
@@ -338,11 +339,11 @@ class Rewriter:
             g.journal = journal_before
         return applied
 
-    def _requeue_users(self, g: Graph, value: str, work: deque[int], queued: set[int]) -> None:
+    def _requeue_users(self, g: Graph, value: Value, work: deque[int], queued: set[int]) -> None:
         """Queue the nodes whose patterns may now match: users of ``value``, up to pattern-depth levels up."""
         frontier = [value]
         for level in range(self.depth):
-            nxt: list[str] = []
+            nxt: list[Value] = []
             for v in frontier:
                 for u in g.users_of(v):
                     if u.id not in queued:
@@ -378,7 +379,8 @@ def replay(g: Graph, rewrites: Iterable[Rewrite]) -> Graph:
     for rw in rewrites:
         for p in rw.produced:
             g.add(p.copy())
-        g.replace_uses(rw.replaced[0], rw.replaced[1])
+        if rw.replaced is not None:
+            g.replace_uses(rw.replaced[0], rw.replaced[1])
         for nid in rw.removed:
             if g.has_node(nid):
                 g.remove(nid, force=True)

@@ -11,6 +11,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node, reserve_node_ids
 from caten_lab.air.ops import OPS, attrs_items, make_attrs
 from caten_lab.air.symbolic import Expr
+from caten_lab.air.value import Value
 from caten_lab.errors import AirError
 
 FORMAT = "caten_lab.air"
@@ -49,11 +50,19 @@ def _dec(v: Any) -> Any:
 
 
 def _enc_read(r: Any) -> Any:
-    return r if isinstance(r, str) else {"lit": _enc(r)}
+    return str(r) if r.__class__ is Value else {"lit": _enc(r)}
 
 
-def _dec_read(r: Any) -> Any:
-    return r if isinstance(r, str) else _dec(r)
+class _Values(dict):
+    """"v12" -> one shared Value(12) per graph load: index lookups then hit by identity."""
+
+    def __missing__(self, text: str) -> Value:
+        v = self[text] = Value.parse(text)
+        return v
+
+
+def _dec_read(r: Any, values: _Values) -> Any:
+    return values[r] if isinstance(r, str) else _dec(r)
 
 
 def to_json(g: Graph) -> dict:
@@ -65,7 +74,7 @@ def to_json(g: Graph) -> dict:
             {
                 "id": n.id,
                 "op": n.op,
-                "writes": list(n.writes),
+                "writes": [str(w) for w in n.writes],
                 "reads": [_enc_read(r) for r in n.reads],
                 "attrs": {k: _enc(v) for k, v in attrs_items(n.attrs)},
                 "dtype": n.dtype.value,
@@ -74,7 +83,7 @@ def to_json(g: Graph) -> dict:
             }
             for n in g.nodes
         ],
-        "outputs": list(g.outputs),
+        "outputs": [str(o) for o in g.outputs],
     }
 
 
@@ -99,12 +108,13 @@ def from_json(obj: dict | str) -> Graph:
         )
     g = Graph()
     max_id = 0
+    values = _Values()
     for i, d in enumerate(obj.get("nodes", ())):
         try:
             op = d["op"]
             if op not in OPS:
                 make_attrs(op, {})  # raises the standard unknown-op error
-            reads = [_dec_read(r) for r in d["reads"]]
+            reads = [_dec_read(r, values) for r in d["reads"]]
             if len(reads) != OPS[op].n_reads:
                 raise AirError(
                     f"node {d['id']} ({op}) has {len(reads)} operand(s); {op!r} takes {OPS[op].n_reads}"
@@ -112,7 +122,7 @@ def from_json(obj: dict | str) -> Graph:
             attrs = make_attrs(op, {k: _dec(v) for k, v in d["attrs"].items()})
             node = Node(
                 op,
-                tuple(d["writes"]),
+                tuple(values[w] for w in d["writes"]),
                 reads,
                 attrs,
                 DType(d["dtype"]),
@@ -128,7 +138,10 @@ def from_json(obj: dict | str) -> Graph:
     outputs = obj.get("outputs", [])
     if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
         raise AirError(f"AIR JSON outputs must be a list of value ids, got {outputs!r}")
-    g.outputs = list(outputs)
+    try:
+        g.outputs = [values[o] for o in outputs]
+    except AirError as exc:
+        raise AirError(f"AIR JSON outputs: {exc}") from None
     g.verify()
     return g
 
@@ -164,7 +177,7 @@ def node_label(n: Node, max_attr: int = 40) -> str:
         if len(s) > max_attr:
             s = s[: max_attr - 1] + "…"
         parts.append(f"{k}={s}")
-    lit = [repr(r) for r in n.reads if not isinstance(r, str)]
+    lit = [repr(r) for r in n.reads if r.__class__ is not Value]
     head = n.op + (" " + ", ".join(lit) if lit else "")
     shape = ",".join(str(d) for d in n.shape)
     body = "\\n".join(_esc(p) for p in parts)
@@ -187,7 +200,7 @@ def to_dot(g: Graph, *, name: str = "air", highlight: dict[int, str] | None = No
         lines.append(f'  n{n.id} [label="{node_label(n)}", fillcolor="{color}", id="n{n.id}"{peri}];')
     for n in g.nodes:
         for i, r in enumerate(n.reads):
-            if isinstance(r, str):
+            if r.__class__ is Value:
                 p = g.producer_of(r)
                 if p is not None:
                     if len(n.reads) > 1:

@@ -16,6 +16,7 @@ from typing import Any
 from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE
 from caten_lab.air.symbolic import Dim, Expr
+from caten_lab.air.value import Value
 from caten_lab.codegen.loopir import Assign, For
 from caten_lab.passes.indexing import (
     contiguous_strides,
@@ -74,7 +75,7 @@ def _candidates(lw: Any, v: str, coords: tuple, inner: str, stage: str, out: lis
         return
     if n.op in ELEMENTWISE:
         for r in n.reads:
-            if isinstance(r, str):
+            if isinstance(r, Value):
                 _candidates(lw, r, coords, inner, stage, out, seen)
 
 
@@ -86,7 +87,7 @@ def hoist_reduce_operand(lw: Any, n: Node, inner_coords: tuple, stage_var: str, 
     inner = lw.inner_main
     if not ENABLED or inner is None or not isinstance(extent, int) or not 1 < extent <= HOIST_MAX:
         return 0
-    if not isinstance(n.reads[0], str):
+    if not isinstance(n.reads[0], Value):
         return 0
     found: list[tuple[str, tuple, Node]] = []
     _candidates(lw, n.reads[0], inner_coords, inner, stage_var, found, set())

@@ -27,6 +27,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import BINARY, ELEMENTWISE
 from caten_lab.air.symbolic import Dim, Expr
+from caten_lab.air.value import Value
 from caten_lab.codegen.hoist import hoist_reduce_operand
 from caten_lab.codegen.loopir import Assign, For, Function, Param, Stmt
 from caten_lab.errors import CompileError
@@ -193,7 +194,7 @@ class KernelLowerer:
         return f"{pname}[{self.check(index, size, nid)}]"
 
     def operand(self, r: object, dt: DType, coords: tuple) -> str:
-        if isinstance(r, str):
+        if isinstance(r, Value):
             return self.at(r, coords)
         return literal(r, dt)
 
@@ -276,7 +277,7 @@ class KernelLowerer:
         in_dt = dt
         if op in ("lt", "ne"):
             for r in n.reads:
-                if isinstance(r, str):
+                if isinstance(r, Value):
                     in_dt = self.kg.producer_of(r).dtype
                     break
         args = [self.operand(r, in_dt, coords) for r in n.reads]
@@ -363,7 +364,7 @@ class KernelLowerer:
                 return src.attrs.name is not None and var in loop_vars_of(flat)
             return self.depends_on(n.reads[0], unravel(flat, src.shape, self.bounds), var)
         if op in ELEMENTWISE:
-            return any(self.depends_on(r, coords, var) for r in n.reads if isinstance(r, str))
+            return any(self.depends_on(r, coords, var) for r in n.reads if isinstance(r, Value))
         return any(var in loop_vars_of(c) for c in coords)
 
     def resolve(self, v: str, coords: tuple) -> tuple[Node, tuple]:
@@ -382,31 +383,31 @@ class KernelLowerer:
         the gather ``x[idx]``: one row read instead of the whole table."""
         var, extent = stage
         src, c0 = self.resolve(n.reads[0], inner)
-        if src.op != "where" or not isinstance(src.reads[0], str):
+        if src.op != "where" or not isinstance(src.reads[0], Value):
             return None
         cond, c1 = self.resolve(src.reads[0], c0)
         negated = cond.op == "not"
         if negated:
-            if not isinstance(cond.reads[0], str):
+            if not isinstance(cond.reads[0], Value):
                 return None
             cond, c1 = self.resolve(cond.reads[0], c1)
         if cond.op != "ne":
             return None
         hit, miss = (src.reads[1], src.reads[2]) if negated else (src.reads[2], src.reads[1])
-        if not _is_zero(self.kg, miss) or not isinstance(hit, str):
+        if not _is_zero(self.kg, miss) or not isinstance(hit, Value):
             return None
         target = loop_var(var)
         sides = list(cond.reads)
         for i, side in enumerate(sides):
-            if not isinstance(side, str):
+            if not isinstance(side, Value):
                 continue
             node, c2 = self.resolve(side, c1)
-            while node.op == "cast" and node.dtype.is_int and isinstance(node.reads[0], str):
+            while node.op == "cast" and node.dtype.is_int and isinstance(node.reads[0], Value):
                 node, c2 = self.resolve(node.reads[0], c2)
             if node.op != "index" or c2[node.attrs.axis] != target:
                 continue
             other = sides[1 - i]
-            if isinstance(other, str) and (self.depends_on(other, c1, var)
+            if isinstance(other, Value) and (self.depends_on(other, c1, var)
                                            or not self.kg.producer_of(other).dtype.is_int):
                 return None
             outer = tuple(c for c in c1 if not (isinstance(c, Expr) and var in loop_vars_of(c)))
@@ -537,7 +538,7 @@ class KernelLowerer:
         if is_store:
             a = root.attrs
             src = root.reads[1]
-            e = self.operand(src, root.dtype, ct) if isinstance(src, str) else literal(src, root.dtype)
+            e = self.operand(src, root.dtype, ct) if isinstance(src, Value) else literal(src, root.dtype)
             flat = flat_index(ct, a.strides, a.offset)
         else:
             e = self.at(root.out, ct)
@@ -588,7 +589,7 @@ def _dmax(a: Dim, b: Dim) -> Dim:
 
 
 def _is_zero(kg: Graph, r: object) -> bool:
-    if not isinstance(r, str):
+    if not isinstance(r, Value):
         return r == 0
     p = kg.producer_of(r)
     if p.op == "const":

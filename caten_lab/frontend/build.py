@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from caten_lab.air.graph import Graph
+from caten_lab.air.value import Value
 from caten_lab.frontend.lazy import Buffer, LazyNode
 
 
@@ -72,7 +73,7 @@ def trace(outputs: Sequence[object], *, bind: bool = True) -> Traced:
             attrs = dict(attrs, name=name_of(node.buffer))
         key = (
             node.op,
-            tuple(r if isinstance(r, str) else _key(r) for r in reads),
+            tuple(r if isinstance(r, Value) else _key(r) for r in reads),
             tuple((k, _key(v)) for k, v in attrs.items()),
         )
         try:

@@ -449,7 +449,7 @@ def _execute(
 def _result_block(res: CatenResult, args: Any) -> dict[str, Any] | None:
     if res.outputs is None:
         return None
-    names = list(res.graph.outputs) if res.graph is not None else []
+    names = [str(o) for o in res.graph.outputs] if res.graph is not None else []
     mismatch = None
     note = f"backend {getattr(res.program, 'backend', '?')}"
     if args.check and res.graph is not None:

@@ -19,6 +19,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import OPS, attrs_items
 from caten_lab.air.symbolic import Expr
+from caten_lab.air.value import Value
 
 PAYLOAD_VERSION = 1
 MAX_REWRITES_PER_PASS = 20_000  # beyond this a pass's rewrites are summarized, not replayable
@@ -39,8 +40,8 @@ def _fmt_value(v: Any, limit: int = 80) -> str:
 
 
 def _fmt_read(r: Any) -> Any:
-    """A value id stays a str; a literal becomes {"lit": text} so the client never confuses them."""
-    return r if isinstance(r, str) else {"lit": _fmt_value(r)}
+    """A value id becomes its str ("v12"); a literal {"lit": text}, so the client never confuses them."""
+    return str(r) if r.__class__ is Value else {"lit": _fmt_value(r)}
 
 
 def node_record(n: Node) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def node_record(n: Node) -> dict[str, Any]:
         "id": n.id,
         "op": n.op,
         "cat": OPS[n.op].category if n.op in OPS else "other",
-        "out": n.writes[0] if n.writes else "",
+        "out": str(n.writes[0]) if n.writes else "",
         "reads": [_fmt_read(r) for r in n.reads],
         "attrs": attrs,
         "shape": [_fmt_value(d) for d in n.shape],
@@ -79,7 +80,7 @@ class _NodeTable:
         reads = n.reads
         rkey = (
             tuple(reads)
-            if all(r.__class__ is str for r in reads)
+            if all(r.__class__ is Value for r in reads)
             else tuple((type(r).__name__, r) for r in reads)
         )
         key = (n.id, n.op, n.writes, rkey, self._ident(n.attrs), self._ident(n.shape), id(n.dtype), n.source)
@@ -108,18 +109,20 @@ class _GraphTable:
         if i is None:
             i = len(self.graphs)
             self._index[key] = i
-            self.graphs.append({"nodes": idx, "outputs": list(g.outputs)})
+            self.graphs.append({"nodes": idx, "outputs": [str(o) for o in g.outputs]})
         return i
 
 
 def _rewrite_record(rw: Any, nodes: _NodeTable) -> dict[str, Any]:
-    old, new = rw.replaced
+    replaced: list[Any] = ["", ""]  # no replacement (a pass that only removed nodes)
+    if rw.replaced is not None:
+        replaced = [str(rw.replaced[0]), _fmt_read(rw.replaced[1])]
     return {
         "rule": rw.rule,
         "loc": getattr(rw, "location", ""),
         "matched": list(rw.matched),
         "produced": [nodes.intern(p) for p in rw.produced],
-        "replaced": [old, _fmt_read(new)],
+        "replaced": replaced,
         "removed": list(rw.removed),
     }
 

@@ -16,6 +16,7 @@ from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE
 from caten_lab.air.rewriter import Match, Pat, Rule
 from caten_lab.air.symbolic import Expr, smax
+from caten_lab.air.value import Value
 from caten_lab.passes.base import RewritePass
 from caten_lab.passes.fold_views import VIEW_OF_CONST
 from caten_lab.passes.values import NOT_CONST, fill, is_concrete, known_value, reads_only_constants
@@ -41,7 +42,7 @@ def _fold_elementwise(m: Match) -> str | None:
     if any(v is NOT_CONST for v in values):
         return None
     if all(is_concrete(v) for v in values):
-        dtypes = [g.type_of(r)[1] if isinstance(r, str) else None for r in n.reads]  # type: ignore[index]
+        dtypes = [g.type_of(r)[1] if isinstance(r, Value) else None for r in n.reads]  # type: ignore[index]
         return fill(g, n, fold_scalar(n, values, dtypes))
     # symbolic integer arithmetic
     if not n.dtype.is_int or not all(isinstance(v, (int, Expr)) and not isinstance(v, bool) for v in values):

@@ -13,6 +13,7 @@ from typing import Any
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.rewriter import Rewrite
+from caten_lab.air.value import Value
 from caten_lab.passes.base import FunctionPass, PassContext
 from caten_lab.passes.values import topological_nodes
 
@@ -33,11 +34,11 @@ def _freeze(v: Any) -> Any:
 def node_key(n: Node) -> tuple:
     """What makes two nodes interchangeable."""
     reads: tuple = tuple(n.reads)
-    if not all(r.__class__ is str for r in reads):
-        reads = tuple(r if r.__class__ is str else _freeze(r) for r in reads)
+    if not all(r.__class__ is Value for r in reads):
+        reads = tuple(r if r.__class__ is Value else _freeze(r) for r in reads)
     if len(reads) == 2 and n.op in COMMUTATIVE:
         a, b = reads
-        if (b < a) if (a.__class__ is str and b.__class__ is str) else (repr(b) < repr(a)):
+        if (b < a) if (a.__class__ is Value and b.__class__ is Value) else (repr(b) < repr(a)):
             reads = (b, a)
     op = n.op
     # attrs objects are frozen dataclasses (hashable, compared by value); only const's scalar value

@@ -9,10 +9,8 @@ from caten_lab.passes.base import FunctionPass, PassContext
 
 def eliminate_dead_code(g: Graph, record: list[Rewrite] | None = None) -> int:
     """Remove nodes unreachable from the outputs; recorded as one rewrite. Returns how many were removed."""
-    live = g.live_nodes()
-    dead = [n.id for n in g.nodes if n.id not in live]
-    for nid in dead:
-        g.remove(nid, force=True)
+    dead: list[int] = []
+    g.prune(dead)
     if dead and record is not None:
         record.append(
             Rewrite(
@@ -20,7 +18,7 @@ def eliminate_dead_code(g: Graph, record: list[Rewrite] | None = None) -> int:
                 location="dce.py",
                 matched=list(dead),
                 produced=[],
-                replaced=("", ""),
+                replaced=None,
                 removed=list(dead),
                 version=g.version,
             )

@@ -27,6 +27,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE, OPS
 from caten_lab.air.symbolic import Dim, Expr
+from caten_lab.air.value import Value
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.indexing import flat_index, loop_var, loop_vars_of, unravel
@@ -165,7 +166,7 @@ class _Plan:
         op = n.op
         if op in _ELEMENTWISE:
             for r in n.reads:
-                if isinstance(r, str):
+                if isinstance(r, Value):
                     self._add(kid, r, coords)
         elif op == "view":
             src = n.reads[0]
@@ -192,7 +193,7 @@ class _Plan:
             self._add(kid, n.reads[0], tuple(inner))
         elif op == "store":
             src = n.reads[1]
-            if isinstance(src, str):
+            if isinstance(src, Value):
                 self._add(kid, src, coords)
 
     def _add(self, kid: int, value: str, coords: tuple) -> None:
@@ -205,7 +206,7 @@ def _heavy(order: list[Node], forced: set[str]) -> dict[str, bool]:
         if n.op == "reduce":
             heavy[n.out] = True
         elif n.op in _ELEMENTWISE or n.op == "view":
-            heavy[n.out] = any(heavy.get(r, False) and r not in forced for r in n.reads if isinstance(r, str))
+            heavy[n.out] = any(heavy.get(r, False) and r not in forced for r in n.reads if isinstance(r, Value))
         else:
             heavy[n.out] = False
     return heavy
@@ -220,7 +221,7 @@ def _expensive_values(order: list[Node]) -> dict[str, bool]:
     expensive: dict[str, bool] = {}
     for n in order:
         if n.op in _ELEMENTWISE:
-            expensive[n.out] = n.op in _EXPENSIVE or any(expensive.get(r, False) for r in n.reads if isinstance(r, str))
+            expensive[n.out] = n.op in _EXPENSIVE or any(expensive.get(r, False) for r in n.reads if isinstance(r, Value))
     return expensive
 
 
@@ -394,7 +395,7 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int]) -> Schedule:
 def _kernel_reads_buffer(g: Graph, plan: _Plan, kid: int, buf: str, value_buffer: dict[str, str]) -> bool:
     root = plan.roots[kid]
     seen: set[str] = set()
-    stack = [r for r in root.reads[1:] if isinstance(r, str)]
+    stack = [r for r in root.reads[1:] if isinstance(r, Value)]
     while stack:
         v = stack.pop()
         if v in seen:
@@ -404,7 +405,7 @@ def _kernel_reads_buffer(g: Graph, plan: _Plan, kid: int, buf: str, value_buffer
             if value_buffer.get(v) == buf:
                 return True
             continue
-        stack.extend(r for r in g.producer_of(v).reads if isinstance(r, str))
+        stack.extend(r for r in g.producer_of(v).reads if isinstance(r, Value))
     return False
 
 
@@ -487,7 +488,7 @@ def _make_kernel(g: Graph, plan: _Plan, kid: int, value_buffer: dict[str, str], 
         if not inline:
             buffer_read(v)
             continue
-        pending = [r for r in n.reads if isinstance(r, str) and r not in local]
+        pending = [r for r in n.reads if isinstance(r, Value) and r not in local]
         if pending:
             stack.append((v, is_root))
             for r in reversed(pending):
@@ -496,7 +497,7 @@ def _make_kernel(g: Graph, plan: _Plan, kid: int, value_buffer: dict[str, str], 
         kg.add(n.copy())
         node_ids.append(n.id)
         local[v] = len(canon)
-        rd = tuple(("v", local[r]) if isinstance(r, str) else ("l", type(r).__name__, r) for r in n.reads)
+        rd = tuple(("v", local[r]) if isinstance(r, Value) else ("l", type(r).__name__, r) for r in n.reads)
         canon.append((n.op, n.attrs, n.dtype, n.shape, rd))
     kg.outputs = [root.out]
     key = _hash((root.op == "store", tuple(canon)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from caten_lab.air.node import Node
 from caten_lab.air.rewriter import Match, Pat, Rule
+from caten_lab.air.value import Value
 from caten_lab.passes.base import RewritePass
 from caten_lab.passes.const_fold import FOLD_ELEMENTWISE, FOLD_REDUCE
 from caten_lab.passes.fold_views import IDENTITY_VIEW, VIEW_OF_CONST, VIEW_OF_VIEW
@@ -58,7 +59,7 @@ def _operand_dtype(m: Match, name: str):  # noqa: ANN202
 
 def _cast_same(m: Match) -> str | None:
     x = m["x"]
-    return x if isinstance(x, str) and _operand_dtype(m, "x") == m.root.dtype else None  # type: ignore[return-value]
+    return x if isinstance(x, Value) and _operand_dtype(m, "x") == m.root.dtype else None  # type: ignore[return-value]
 
 
 # widening casts that convert back exactly
@@ -77,14 +78,14 @@ def _cast_roundtrip(m: Match) -> str | None:
     x = m["x"]
     inner = m.node("inner")
     src = _operand_dtype(m, "x")
-    if not isinstance(x, str) or inner is None or src is None or src != m.root.dtype:
+    if not isinstance(x, Value) or inner is None or src is None or src != m.root.dtype:
         return None
     return x if inner.dtype.value in _LOSSLESS.get(src.value, ()) else None
 
 
 def _neg(m: Match) -> str | None:
     x = m["x"]
-    if not isinstance(x, str):
+    if not isinstance(x, Value):
         return None  # const_fold handles all-literal cases
     return m.graph.insert("neg", [x], source=m.root.source)
 
@@ -98,12 +99,12 @@ def _reduce_unit_axes(m: Match) -> str | None:
 
 
 def _where_bool_select(m: Match) -> str | None:
-    return m["c"] if isinstance(m["c"], str) else None  # type: ignore[return-value]
+    return m["c"] if isinstance(m["c"], Value) else None  # type: ignore[return-value]
 
 
 def _where_not(m: Match) -> str | None:
     c = m["c"]
-    return m.graph.insert("not", [c], source=m.root.source) if isinstance(c, str) else None
+    return m.graph.insert("not", [c], source=m.root.source) if isinstance(c, Value) else None
 
 
 def _ne_self(m: Match) -> str | None:

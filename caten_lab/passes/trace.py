@@ -15,6 +15,7 @@ from typing import Any
 from caten_lab.air.graph import Graph
 from caten_lab.air.rewriter import Rewrite, replay
 from caten_lab.air.serialize import to_json as graph_to_json
+from caten_lab.air.value import Value
 from caten_lab.errors import CompileError
 
 TRACE_FORMAT = "caten_lab.passtrace"
@@ -219,13 +220,16 @@ def rewrite_to_json(rw: Rewrite) -> dict:
     produced = Graph()
     for n in rw.produced:
         produced.add(n.copy())  # add() does not require reads to be defined: fine for a fragment
-    old, new = rw.replaced
+    replaced = ["", ""]  # no replacement (a pass that only removed nodes)
+    if rw.replaced is not None:
+        old, new = rw.replaced
+        replaced = [str(old), str(new) if new.__class__ is Value else {"lit": _literal_json(new)}]
     return {
         "rule": rw.rule,
         "location": rw.location,
         "matched": list(rw.matched),
         "produced": graph_to_json(produced)["nodes"],
-        "replaced": [old, new if isinstance(new, str) else {"lit": _literal_json(new)}],
+        "replaced": replaced,
         "removed": list(rw.removed),
     }
 

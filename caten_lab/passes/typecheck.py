@@ -13,6 +13,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.air.infer import infer_type
 from caten_lab.air.node import Node
 from caten_lab.air.symbolic import Expr
+from caten_lab.air.value import Value
 from caten_lab.errors import CatenError, ShapeError
 from caten_lab.passes.base import FunctionPass, PassContext
 
@@ -88,7 +89,7 @@ def check_types(g: Graph) -> tuple[list[str], set[str]]:
             continue
         read_types: list = []
         for r in n.reads:
-            if r.__class__ is str:
+            if r.__class__ is Value:
                 p = producer_of(r)  # type: ignore[arg-type]
                 if p is None:
                     problems.append(f"{_head(n)} reads {r!r}, which no node writes{_where(n)}")

@@ -9,6 +9,7 @@ from typing import Any
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node, Read
 from caten_lab.air.symbolic import Expr
+from caten_lab.air.value import Value
 
 _NO = object()
 
@@ -23,7 +24,7 @@ def reads_a_constant(node: Node) -> bool:
     if g is None:
         return True
     for r in node.reads:
-        if r.__class__ is not str:
+        if r.__class__ is not Value:
             return True
         p = g.producer_of(r)  # type: ignore[arg-type]
         if p is not None and p.op == "const":
@@ -37,7 +38,7 @@ def reads_only_constants(node: Node) -> bool:
     if g is None:
         return True
     for r in node.reads:
-        if r.__class__ is str:
+        if r.__class__ is Value:
             p = g.producer_of(r)  # type: ignore[arg-type]
             if p is None or p.op != "const":
                 return False
@@ -46,7 +47,7 @@ def reads_only_constants(node: Node) -> bool:
 
 def known_value(g: Graph, read: Read) -> Any:
     """The scalar a read always holds (a literal, or the value of a ``const`` node), else ``NOT_CONST``."""
-    if not isinstance(read, str):
+    if not isinstance(read, Value):
         return read
     n = g.producer_of(read)
     if n is not None and n.op == "const":
@@ -79,7 +80,7 @@ def fill(g: Graph, like: Node, value: Any) -> str:
 
 def as_value(g: Graph, read: Read, like: Node) -> str:
     """``read`` itself when it is a value; a literal becomes a ``const`` shaped like ``like``."""
-    return read if isinstance(read, str) else fill(g, like, read)
+    return read if isinstance(read, Value) else fill(g, like, read)
 
 
 def contiguous_strides(shape: tuple) -> tuple:
@@ -125,7 +126,7 @@ def topological_nodes(g: Graph) -> list[Node]:
     add = defined.add
     for n in nodes:
         for r in n.reads:
-            if r.__class__ is str and r not in defined:
+            if r.__class__ is Value and r not in defined:
                 return g.toposort()
         add(n.out)
     return nodes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from caten_lab.air import Graph, Node, dtypes, make_node, to_dot
+from caten_lab.air import Graph, Node, Value, dtypes, make_node, to_dot
 from caten_lab.air.graph import graph_from_nodes
 from caten_lab.errors import AirError
 
@@ -32,11 +32,15 @@ def test_insert_indexes_everything(g):
     assert g.n_users(x) == 2 and g.n_users(c) == 1  # the output counts as a use
     assert g.type_of(c) == ((4,), dtypes.float32) and g.type_of(1.0) is None
     assert [n.out for n in g.inputs()] == [x]
-    assert c == f"v{nc.id}"
+    assert c == Value(nc.id) and str(c) == repr(c) == f"{c}" == f"v{nc.id}"
+    assert c != nc.id and nc.id != c and Value.parse(str(c)) == c  # never equal to a plain int literal
     with pytest.raises(AirError, match="no node with id"):
         g.node(-5)
     with pytest.raises(AirError, match="not defined"):
+        g.type_of("v-2")
+    with pytest.raises(AirError, match="'nope' is not a value id"):
         g.type_of("nope")
+    assert g.producer_of(str(c)) is nc and g.users_of(str(x)) == g.users_of(x)  # printed ids work too
 
 
 def test_a_node_reading_the_same_value_twice_counts_twice(g, fx):
@@ -119,7 +123,7 @@ def test_set_read(g):
         g.set_read(nc, 0, "v-7")
     assert nc.reads == [a, a]  # unchanged after a refused edit
     g.verify()
-    stranger = make_node("neg", [a], {}, writes=("w",), read_types=[((4,), dtypes.float32)])
+    stranger = make_node("neg", [a], {}, writes=(Value(-2),), read_types=[((4,), dtypes.float32)])
     with pytest.raises(AirError, match="not in this graph"):
         g.set_read(stranger, 0, x)
 
@@ -135,7 +139,7 @@ def test_replace_node_keeps_id_writes_and_position(g):
     assert _users(g, x) == [g.producer_of(b).id]
     g.verify()  # b is defined after a: the graph is no longer in order, but still acyclic
     assert [n.op for n in g.toposort()] == ["allocate", "sin", "sqrt", "add"]
-    bad = make_node("sqrt", ["zz"], {}, writes=(), read_types=[((4,), dtypes.float32)])
+    bad = make_node("sqrt", [Value(-4)], {}, writes=(), read_types=[((4,), dtypes.float32)])
     with pytest.raises(AirError, match="not defined"):
         g.replace_node(new.id, bad)
     assert g.producer_of(a) is new
@@ -243,8 +247,8 @@ def _fresh():
 
 def test_verify_catches_undefined_read():
     g, x, a, b, c = _fresh()
-    g.producer_of(c).reads[0] = "v-1"
-    with pytest.raises(AirError, match="reads 'v-1', which no node writes"):
+    g.producer_of(c).reads[0] = Value(-1)
+    with pytest.raises(AirError, match="reads v-1, which no node writes"):
         g.verify()
 
 
@@ -265,7 +269,7 @@ def test_verify_catches_stale_producer_index():
     with pytest.raises(AirError, match="value -> producer"):
         g.verify()
     g, x, a, b, c = _fresh()
-    g._producer["v-9"] = g.producer_of(b)
+    g._producer[Value(-9)] = g.producer_of(b)
     with pytest.raises(AirError, match="value -> producer"):
         g.verify()
 
@@ -288,8 +292,8 @@ def test_verify_catches_double_write_and_bad_ids():
 
 def test_verify_catches_missing_output():
     g, x, a, b, c = _fresh()
-    g.outputs.append("v-3")
-    with pytest.raises(AirError, match="output 'v-3'"):
+    g.outputs.append(Value(-3))
+    with pytest.raises(AirError, match="output v-3"):
         g.verify()
 
 
@@ -399,7 +403,7 @@ def test_dump_is_readable(g):
     assert lines[1] == f"{v} = view({x}, shape=(3,), strides=(1,), offset=3, mask=None) : float32[3]"
     assert lines[2] == f"{r} = mul({v}, 2.0) : float32[3]"
     assert lines[3] == f"outputs: {r}"
-    assert repr(g) == f"<Graph 3 nodes, outputs=['{r}']>"
+    assert repr(g) == f"<Graph 3 nodes, outputs=[{r}]>"
 
 
 def test_dot_export(g):
@@ -432,6 +436,22 @@ def test_verify_catches_wrong_read_counts_and_stale_single_users(g, fx):
         g.verify()
     del g._users[sq.out]
     g.verify()
-    g._users["v-5"] = sq.id  # an entry for a value nobody writes
+    g._users[Value(-5)] = sq.id  # an entry for a value nobody writes
     with pytest.raises(AirError, match="value -> users"):
         g.verify()
+
+
+def test_live_nodes_sweep_agrees_with_search_in_any_node_order():
+    """The reverse sweep must fall back to a search when producers come after their readers."""
+    g = Graph()
+    x = g.insert("allocate", [], shape=(4,), dtype=dtypes.float32, name="x")
+    a = g.insert("sin", [x])
+    b = g.insert("add", [a, x])
+    g.insert("neg", [b])  # dead
+    c = g.insert("mul", [b, a])
+    g.mark_output(c)
+    for nodes in (g.nodes, list(reversed(g.nodes)), g.nodes[2:] + g.nodes[:2]):
+        h = graph_from_nodes([n.copy() for n in nodes], g.outputs)
+        assert h.live_nodes() == h._live_nodes_dfs() == {n.id for n in g.nodes if n.op != "neg"}
+        assert h.prune() == 1 and len(h) == 4
+        h.verify()

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from caten_lab.air import OPS, Graph, Sym, dtypes, make_attrs, make_node, op_names, spec_of, to_dtype
+from caten_lab.air import OPS, Graph, Sym, Value, dtypes, make_attrs, make_node, op_names, spec_of, to_dtype
 from caten_lab.air.ops import attrs_as_dict, attrs_items
 from caten_lab.errors import AirError, CatenError
 
@@ -197,10 +197,13 @@ def test_operand_must_be_value_or_scalar(g, fx):
 
 
 def test_make_node_directly_validates():
-    n = make_node("add", ["a", 2.0], {}, writes=("w",), read_types=[((3,), dtypes.float32), None])
-    assert n.shape == (3,) and n.dtype is dtypes.float32 and n.writes == ("w",)
+    a, w = Value(1), Value(2)
+    n = make_node("add", [a, 2.0], {}, writes=(w,), read_types=[((3,), dtypes.float32), None])
+    assert n.shape == (3,) and n.dtype is dtypes.float32 and n.writes == (w,)
     with pytest.raises(AirError, match="takes 2 operand"):
-        make_node("add", ["a"], {}, writes=("w",), read_types=[((3,), dtypes.float32)])
+        make_node("add", [a], {}, writes=(w,), read_types=[((3,), dtypes.float32)])
+    with pytest.raises(AirError, match="neither a value id nor a scalar literal"):
+        make_node("add", ["v1", 2.0], {}, writes=(w,), read_types=[((3,), dtypes.float32), None])
 
 
 def test_to_dtype_errors():

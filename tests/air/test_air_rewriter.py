@@ -8,7 +8,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caten_lab.air.rewriter as rewriter_mod
-from caten_lab.air import Graph, Pat, Rewriter, Rule, dtypes, interpret, match, replay, rewrite, rule, to_json
+from caten_lab.air import (
+    Graph,
+    Pat,
+    Rewriter,
+    Rule,
+    Value,
+    dtypes,
+    interpret,
+    match,
+    replay,
+    rewrite,
+    rule,
+    to_json,
+)
 from caten_lab.air.rewriter import pattern_depth
 from caten_lab.errors import AirError
 
@@ -344,7 +357,7 @@ def _state(g: Graph) -> tuple:
     pos = {n.out: i for i, n in enumerate(g.nodes)}
     j = to_json(g)
     nodes = tuple(
-        (d["op"], tuple(pos[r] if isinstance(r, str) else str(r) for r in d["reads"]), str(d["attrs"]))
+        (d["op"], tuple(pos[Value.parse(r)] if isinstance(r, str) else str(r) for r in d["reads"]), str(d["attrs"]))
         for d in j["nodes"]
     )
     return nodes, tuple(pos[o] for o in g.outputs)

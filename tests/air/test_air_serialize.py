@@ -99,7 +99,7 @@ def test_loaded_ids_are_not_reused_by_new_nodes():
         (lambda o: o["nodes"][1].pop("writes"), "malformed"),
         (lambda o: o["nodes"][1].update(reads=[]), "operand"),
         (lambda o: o["nodes"][1].update(reads=["v-1"]), "which no node writes"),
-        (lambda o: o.update(outputs=["v-1"]), "output 'v-1'"),
+        (lambda o: o.update(outputs=["v-1"]), "output v-1"),
         (lambda o: o.update(outputs="v1"), "outputs must be a list"),
     ],
 )

@@ -47,7 +47,7 @@ def test_client_replay_matches_graph_at_for_every_rewrite(traced):
             nodes, outputs = replay_payload(p, i, k)
             ref = res.trace.graph_at(i, k)
             assert sorted(_ids_and_reads(nodes)) == sorted(_graph_ids_and_reads(ref))
-            assert outputs == ref.outputs
+            assert outputs == [str(o) for o in ref.outputs]  # the client sees value ids as text
             checked += 1
     assert checked >= 5
     # and the final state equals the recorded after-graph (up to node order: the pass re-sorts)
