@@ -15,6 +15,7 @@ import numpy as np
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.air.symbolic import Dim, Sym
+from caten_lab.air.value import Value
 from caten_lab.frontend.build import trace
 from caten_lab.frontend.errors import ShapeError, StateDictError, fmt_shape
 from caten_lab.frontend.realize import execute
@@ -99,7 +100,7 @@ class DecoderGraph:
     graph: Graph
     arrays: dict[str, np.ndarray]  # parameters and cache states, by input name
     tokens: str  # name of the token input, shape (1, seq), int64
-    logits: str  # value id of the logits output (graph.outputs[0]), shape (1, seq, vocab)
+    logits: Value  # value id of the logits output (graph.outputs[0]), shape (1, seq, vocab)
     states: list[str] = field(default_factory=list)  # cache buffer names (also graph outputs, in place)
     symbols: tuple[str, str] = ("seq", "pos")
 

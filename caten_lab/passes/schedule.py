@@ -456,9 +456,16 @@ def _make_kernel(g: Graph, plan: _Plan, kid: int, value_buffer: dict[str, str], 
     canon: list[tuple] = []
     node_ids: list[int] = []
     inputs: list[str] = []
+    root_reads = root.reads
     if root.op == "store":  # the destination is the output buffer itself, written in place
         dst = root.reads[0]
         info = buffers[out_buf]
+        if value_buffer.get(dst) != out_buf:
+            # the store writes a copy of its destination (the source reads the destination's buffer,
+            # or the old value has other readers): the source must keep reading the original buffer
+            # while the copy is written, so the copy gets a value of its own in this kernel
+            dst = Value(-root.id)
+            root_reads = [dst, *root.reads[1:]]
         kg.add(Node("allocate", (dst,), [], _alloc_attrs(info.shape, info.dtype, out_buf), info.dtype, info.shape))
         local[dst] = 0
         canon.append(("param", 0, info.shape, info.dtype.value))
@@ -488,16 +495,19 @@ def _make_kernel(g: Graph, plan: _Plan, kid: int, value_buffer: dict[str, str], 
         if not inline:
             buffer_read(v)
             continue
-        pending = [r for r in n.reads if isinstance(r, Value) and r not in local]
+        reads = root_reads if is_root else n.reads
+        pending = [r for r in reads if isinstance(r, Value) and r not in local]
         if pending:
             stack.append((v, is_root))
             for r in reversed(pending):
                 stack.append((r, False))
             continue
-        kg.add(n.copy())
+        c = n.copy()
+        c.reads = list(reads)
+        kg.add(c)
         node_ids.append(n.id)
         local[v] = len(canon)
-        rd = tuple(("v", local[r]) if isinstance(r, Value) else ("l", type(r).__name__, r) for r in n.reads)
+        rd = tuple(("v", local[r]) if isinstance(r, Value) else ("l", type(r).__name__, r) for r in reads)
         canon.append((n.op, n.attrs, n.dtype, n.shape, rd))
     kg.outputs = [root.out]
     key = _hash((root.op == "store", tuple(canon)))

@@ -7,7 +7,8 @@ each of them exactly as it would alone, because nothing is shared between them.
 Covered: elementwise chains (float32/float64/float16/int32/int64/bool), broadcasting views,
 permutes, flips (negative strides), slices with offsets, pads (masked views), contiguous reshapes
 of computed values, reductions over any axes, matmul-shaped broadcast-mul + reduce, stores into
-zero buffers, index/const leaves, casts, and a symbolic dimension bound at run time.
+zero buffers, stores whose source reads the destination (x[1:] = x[:-1], x[:] = x[::-1]),
+index/const leaves, casts, and a symbolic dimension bound at run time.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class Builder:
         dt = self.dtype_of(v)
         kinds = ["unary", "binary", "binary", "reduce", "view", "cast", "where"]
         if not self.symbolic:
-            kinds += ["matmul", "store", "pad", "reshape"]
+            kinds += ["matmul", "store", "store_overlap", "pad", "reshape"]
         kind = self.pick(kinds)
         getattr(self, f"op_{kind}")(v, dt)
 
@@ -242,6 +243,22 @@ class Builder:
         off = sum(o * c for o, c in zip(offs, cs))
         st_ = self.g.insert("store", [dst, v], shape=shape, strides=cs, offset=off)
         self.pool.append(st_)
+
+    def op_store_overlap(self, v: str, dt: DType) -> None:
+        """x[w] = f(x): the source reads the destination elsewhere (reversed, or shifted by one row)."""
+        shape = self.shape_of(v)
+        if not shape or shape[0] < 2:
+            return self.op_store(v, dt)
+        cs = contiguous_strides(shape)
+        if self.integer(0, 1):  # x[:] = x[::-1]
+            window, off = shape, 0
+            src = self.g.insert("view", [v], shape=shape, strides=(-cs[0], *cs[1:]), offset=(shape[0] - 1) * cs[0])
+        else:  # x[1:] = x[:-1]
+            window, off = (shape[0] - 1, *shape[1:]), cs[0]
+            src = self.g.insert("view", [v], shape=window, strides=cs)
+        if dt != dtypes.bool and self.integer(0, 1):  # mix in the destination window itself
+            src = self.g.insert("add", [src, self.g.insert("view", [v], shape=window, strides=cs, offset=off)])
+        self.pool.append(self.g.insert("store", [v, src], shape=window, strides=cs, offset=off))
 
     def leaf(self) -> None:
         shape = self.random_shape()

@@ -36,3 +36,27 @@ def test_slice_assignment_in_place_on_c():
     expect = np.zeros((2, 8), np.float32)
     expect[:, 2:5] = 1
     np.testing.assert_array_equal(out, expect)
+
+
+OVERLAPPING_ASSIGNMENTS = {
+    # name: (what the Tensor does, what NumPy does on a copy of the right-hand side)
+    "shift right": (lambda t: t.__setitem__((slice(None), slice(1, None)), t[:, :-1]), lambda a: a[:, :-1].copy(), (slice(None), slice(1, None))),
+    "shift left": (lambda t: t.__setitem__((slice(None), slice(None, -1)), t[:, 1:]), lambda a: a[:, 1:].copy(), (slice(None), slice(None, -1))),
+    "reverse rows": (lambda t: t.__setitem__(slice(None), t[::-1]), lambda a: a[::-1].copy(), slice(None)),
+    "transpose": (lambda t: t.__setitem__(slice(None), t.T), lambda a: a.T.copy(), slice(None)),
+    "prefix sum step": (lambda t: t.__setitem__((slice(None), slice(1, None)), t[:, 1:] + t[:, :-1]), lambda a: a[:, 1:] + a[:, :-1], (slice(None), slice(1, None))),
+}
+
+
+@pytest.mark.parametrize("name", list(OVERLAPPING_ASSIGNMENTS))
+def test_assignment_whose_source_overlaps_its_destination(name):
+    """x[window] = f(x): the source must read x as it was before the store (NumPy semantics)."""
+    assign, rhs, window = OVERLAPPING_ASSIGNMENTS[name]
+    a = np.arange(36, dtype=np.float32).reshape(6, 6) * 1.5
+    expect = a.copy()
+    expect[window] = rhs(a)
+    state = a.copy()
+    t = Tensor.from_numpy(state, name="state")
+    assign(t)
+    np.testing.assert_array_equal(t.numpy(), expect)
+    np.testing.assert_array_equal(state, expect)  # the named input is updated in place
