@@ -3,12 +3,16 @@
 Every system runs in its own subprocess (clean peak RSS, its own thread count), with
 OMP_WAIT_POLICY=PASSIVE so a busy second core does not stall spinning OpenMP threads.
 
-Columns: time to first token with a cold and a warm compile cache (trace + compile + prefill of an
-8-token prompt + first sample), decode tokens/s (greedy, KV cache), prefill tokens/s for a
-128-token prompt, peak RSS. Weights are random (no hub downloads), saved once in HF layout.
+Columns: time to first token with a cold and a warm cache dir (load + trace + compile + prefill of
+an 8-token prompt + first sample; warm = the compile cache and, for caten_lab, the prepared-weights
+cache hit: ``wcache`` shows cold/warm status, ``warm_load_s``/``warm_rss_mb`` the warm process),
+decode tokens/s (greedy, KV cache), prefill tokens/s for a 128-token prompt, peak RSS. Weights are
+random (no hub downloads), saved once in HF layout.
 
     python bench/gpt2.py                 # tiny + GPT-2 small dims, 1 and 2 threads
     python bench/gpt2.py --quick         # < 1 minute: fewer tokens, 2 threads, fewer rows
+    python bench/gpt2.py --configs small --systems caten_lab,torch   # only some rows
+    python bench/gpt2.py --no-weight-cache   # warm rows re-read and re-convert the weights
     python bench/gpt2.py --json out.json
 """
 
@@ -18,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,14 +59,14 @@ def worker(args: argparse.Namespace) -> dict:
     n_gen, n_prefill = args.gen, args.prefill
     row = {"system": args.system, "config": args.config, "weights": args.weights, "threads": args.threads}
     if args.system in ("caten_lab", "numpy"):
-        from caten_lab.models.gpt2 import GPT2Runner, load_weights
+        from caten_lab.models.gpt2 import GPT2Runner
 
         backend = "c" if args.system == "caten_lab" else "numpy"
         t0 = time.perf_counter()
-        weights = load_weights(model_dir)  # read the files (safetensors)
-        t1 = time.perf_counter()
-        runner = GPT2Runner(weights, weight_format=args.weights, backend=backend)  # copy, trace, quantize
-        row["load_s"], row["build_s"] = t1 - t0, time.perf_counter() - t1
+        runner = GPT2Runner.from_pretrained(model_dir, weight_format=args.weights, backend=backend)
+        row["load_s"] = runner.load_s  # read the safetensors, or map the prepared-weights cache
+        row["build_s"] = runner.trace_s  # transpose + convert (on a cache miss) + trace
+        row["wcache"] = runner.weights_cache
         toks = list(runner.stream(PROMPT, 1))
         row["ttft_s"] = time.perf_counter() - t0  # everything: load + build + compile + prefill + sample
         row["compile_s"] = runner.compile_s
@@ -205,7 +210,8 @@ def _transformers_greedy(model_dir: Path, n: int) -> tuple[list[int], object]:
             past, tok = out.past_key_values, int(out.logits[0, -1].argmax())
 
 
-def run_row(system: str, config: str, weights: str, threads: int, model_dir: Path, cache: Path, gen: int, prefill: int) -> dict:
+def run_row(system: str, config: str, weights: str, threads: int, model_dir: Path, cache: Path, gen: int, prefill: int,
+            no_weight_cache: bool = False) -> dict:
     env = dict(os.environ)
     env.update(
         OMP_NUM_THREADS=str(threads),
@@ -218,6 +224,8 @@ def run_row(system: str, config: str, weights: str, threads: int, model_dir: Pat
     )
     cmd = [sys.executable, __file__, "--worker", system, "--config", config, "--weights", weights,
            "--threads", str(threads), "--model-dir", str(model_dir), "--gen", str(gen), "--prefill", str(prefill)]
+    if no_weight_cache:
+        env["CATEN_WEIGHT_CACHE"] = "0"
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:
@@ -231,6 +239,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--configs", default="tiny,small")
+    ap.add_argument("--systems", default="", help="comma list to run only some rows (caten_lab,torch,tinygrad,numpy)")
+    ap.add_argument("--threads-list", default="", help="comma list of thread counts (default 1,2; --quick: 2)")
+    ap.add_argument("--no-weight-cache", action="store_true",
+                    help="CATEN_WEIGHT_CACHE=0: warm rows re-read and re-convert the weights (compile cache only)")
     ap.add_argument("--worker")
     ap.add_argument("--config", default="tiny")
     ap.add_argument("--weights", default="fp32")
@@ -247,6 +259,9 @@ def main() -> None:
     root = Path(tempfile.gettempdir()) / "caten_lab_bench_gpt2"
     root.mkdir(exist_ok=True)
     thread_counts = [2] if args.quick else [1, 2]
+    if args.threads_list:
+        thread_counts = [int(t) for t in args.threads_list.split(",")]
+    only = set(filter(None, args.systems.split(",")))
     gen = 8 if args.quick else 32
     prefill = 32 if args.quick else 128
     rows: list[dict] = []
@@ -257,16 +272,22 @@ def main() -> None:
             plan.append(("numpy", "fp32"))
         if args.quick and config == "small":
             plan = [("caten_lab", "fp32"), ("caten_lab", "int8"), ("torch", "fp32"), ("tinygrad", "fp32")]
+        if only:
+            plan = [(s, w) for s, w in plan if s in only]
         for threads in thread_counts:
             for system, weights in plan:
                 cache = Path(tempfile.mkdtemp(prefix="caten_cache_"))
                 g, pf = (gen, prefill) if system != "numpy" else (4, 16)
-                cold = run_row(system, config, weights, threads, model_dir, cache, g, pf)
+                cold = run_row(system, config, weights, threads, model_dir, cache, g, pf, args.no_weight_cache)
                 if system in ("caten_lab", "tinygrad") and "error" not in cold:
-                    warm = run_row(system, config, weights, threads, model_dir, cache, 0, 0)
+                    warm = run_row(system, config, weights, threads, model_dir, cache, 0, 0, args.no_weight_cache)
                     cold["ttft_warm_s"] = warm.get("ttft_s")
+                    if "wcache" in warm:
+                        cold["wcache"] = f"{cold.get('wcache')}/{warm['wcache']}"
+                        cold["warm_load_s"], cold["warm_rss_mb"] = warm.get("load_s"), warm.get("peak_rss_mb")
                 else:
                     cold["ttft_warm_s"] = cold.get("ttft_s")
+                shutil.rmtree(cache, ignore_errors=True)  # holds a copy of the weights per format
                 cold["ttft_cold_s"] = cold.pop("ttft_s", None)
                 rows.append(cold)
                 _print_row(cold)
@@ -303,7 +324,7 @@ def _fmt(v: object) -> str:
 def _print_row(r: dict) -> None:
     global _HEADER
     cols = ["system", "config", "weights", "threads", "ttft_cold_s", "ttft_warm_s", "decode_tok_s", "prefill_tok_s",
-            "peak_rss_mb", "load_s", "build_s", "compile_s"]
+            "peak_rss_mb", "load_s", "build_s", "compile_s", "warm_load_s", "warm_rss_mb", "wcache"]
     if not _HEADER:
         print(" | ".join(f"{c:>13s}" for c in cols))
         _HEADER = True

@@ -29,6 +29,7 @@ ENV_VARS = {
     "CC": "C compiler command (default 'cc')",
     "CATEN_THREADS": "OpenMP threads for compiled programs (default: os.cpu_count())",
     "CATEN_TRACE": "1 to record a PassTrace for every compile (default 0)",
+    "CATEN_WEIGHT_CACHE": "0 to not cache prepared (transposed, fp16/int8) model weights in CATEN_CACHE_DIR (default 1)",
 }
 
 
@@ -43,6 +44,7 @@ class Config:
     cc: str = "cc"
     threads: int = os.cpu_count() or 1
     trace: bool = False
+    weight_cache: bool = True  # GPT2Runner.from_pretrained keeps prepared weights in cache_dir
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -89,6 +91,7 @@ def _from_env() -> Config:
         cc=os.environ.get("CC", "cc").strip() or "cc",
         threads=_env_int("CATEN_THREADS", os.cpu_count() or 1),
         trace=_env_int("CATEN_TRACE", 0) != 0,
+        weight_cache=_env_int("CATEN_WEIGHT_CACHE", 1) != 0,
     )
 
 

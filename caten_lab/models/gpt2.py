@@ -14,17 +14,21 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from caten_lab.air.graph import Graph
 from caten_lab.errors import CatenError
+from caten_lab.models import prepared_weights
 from caten_lab.models.gpt2_weights import GPT2Weights, load_gguf, load_hf_dir
-from caten_lab.models.quantize import FORMATS, apply_weight_format
+from caten_lab.models.quantize import FORMATS, convert_all_into, format_graph
 from caten_lab.models.sampling import SamplingOptions, sample
+from caten_lab.nn.gpt2 import GPT2, GPT2Config, hf_state_views
+from caten_lab.nn.module import buffer_of
 
 
 @dataclass
@@ -44,17 +48,70 @@ class GenerationStats:
         return n / self.decode_s if self.decode_s > 0 else 0.0
 
 
-def load_weights(path: str | os.PathLike) -> GPT2Weights:
-    """A Hugging Face directory or a ``.gguf`` file."""
+def load_weights(path: str | os.PathLike, *, mapped: bool = False) -> GPT2Weights:
+    """A Hugging Face directory or a ``.gguf`` file (``mapped``: safetensors as views of the file)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".gguf":
         return load_gguf(p)
-    return load_hf_dir(p)
+    return load_hf_dir(p, mapped=mapped)
 
 
-def _quantizable(arrays: dict[str, np.ndarray]) -> list[str]:
+def _quantizable(graph: Graph) -> list[str]:
     """The 2-D matmul weights (the token embedding included: it is also the tied lm_head)."""
-    return [k for k, v in arrays.items() if v.ndim == 2 and k.endswith(".weight") and "wpe" not in k]
+    return [
+        n.attrs.name
+        for n in graph.inputs()
+        if len(n.shape) == 2 and n.attrs.name.endswith(".weight") and "wpe" not in n.attrs.name
+    ]
+
+
+class _PreparedMismatch(CatenError):
+    """Weight arrays that do not fit the traced graph (names, shapes or dtypes)."""
+
+
+def _config_from(d: dict[str, Any]) -> GPT2Config:
+    try:
+        return GPT2Config(**d)
+    except TypeError:
+        raise _PreparedMismatch("the cached config does not fit GPT2Config") from None
+
+
+Specs = dict[str, tuple[tuple[int, ...], np.dtype]]  # stored weight inputs: name -> (shape, dtype)
+
+
+def _convert(
+    weights: GPT2Weights,
+    specs: Specs,
+    cache_dir: Path,
+    path: str | os.PathLike,
+    ident: tuple | None,
+    fmt: str,
+) -> dict[str, np.ndarray]:
+    """The stored weight arrays from a state dict; with ``ident``, converted straight into a new
+    prepared-weights entry (no second copy in memory, no separate write pass) that is kept only if
+    the source files did not change while they were read."""
+    views = hf_state_views(weights.state_dict, weights.config)
+    conf = dataclasses.asdict(weights.config)
+    writer = (
+        None if ident is None else prepared_weights.EntryWriter.create(cache_dir, ident, fmt, conf, specs)
+    )
+    if writer is None:  # no cache, or no entry can be mapped here: convert in memory
+        out = {k: np.empty(shape, dt) for k, (shape, dt) in specs.items()}
+        convert_all_into(views, out)
+        if ident is not None and prepared_weights.source_identity(path) == ident:
+            prepared_weights.store(cache_dir, ident, fmt, conf, out)
+        return out
+    try:
+        convert_all_into(views, writer.arrays)
+    except BaseException:
+        writer.abort()
+        raise
+    out = writer.arrays  # shared with the file: the runner gets its copy-on-write mapping instead
+    if prepared_weights.source_identity(path) != ident:
+        writer.abort()
+        return out  # the file is deleted: nobody else sees these pages
+    mapped = writer.commit()
+    return mapped if mapped is not None else {k: v.copy() for k, v in out.items()}
 
 
 class GPT2Runner:
@@ -70,13 +127,30 @@ class GPT2Runner:
         all_logits: bool = False,
         progress: bool = False,
     ) -> None:
-        from caten_lab.nn.gpt2 import GPT2
+        def fill(specs: Specs) -> dict[str, np.ndarray]:
+            out = {k: np.empty(shape, dt) for k, (shape, dt) in specs.items()}
+            convert_all_into(hf_state_views(weights.state_dict, weights.config), out)
+            return out
 
+        self._build(weights.config, fill, weight_format, backend, n_ctx, all_logits, progress)
+
+    def _build(
+        self,
+        c: GPT2Config,
+        fill: Callable[[Specs], dict[str, np.ndarray]],
+        weight_format: str,
+        backend: str | None = None,
+        n_ctx: int | None = None,
+        all_logits: bool = False,
+        progress: bool = False,
+    ) -> None:
+        """Trace the graph (the model's weights are never loaded), store the matmul weights in
+        ``weight_format``, and bind ``fill(specs)``: the weight arrays in exactly the stored names,
+        shapes and dtypes, converted from a state dict or mapped from the prepared-weights cache."""
         if weight_format not in FORMATS:
             raise CatenError(
                 f"unknown weight format {weight_format!r}", hint=f"use one of {', '.join(FORMATS)}"
             )
-        c = weights.config
         n_ctx = n_ctx or c.n_positions
         if not 0 < n_ctx <= c.n_positions:
             raise CatenError(f"n_ctx must be in 1..{c.n_positions} (n_positions), got {n_ctx}")
@@ -84,17 +158,32 @@ class GPT2Runner:
         self.n_ctx = n_ctx
         self.weight_format = weight_format
         self.all_logits = all_logits
-        cfg = dataclasses.replace(c, n_ctx=n_ctx)
         t0 = time.perf_counter()
-        model = GPT2(cfg)
-        model.load_hf_state_dict(weights.state_dict)
-        dec = model.decoder_graph(last_only=not all_logits)
-        self.graph, arrays = dec.graph, dict(dec.arrays)
-        self.graph, arrays = apply_weight_format(self.graph, arrays, _quantizable(arrays), weight_format)
+        model = GPT2(dataclasses.replace(c, n_ctx=n_ctx))
+        for _, t in model.named_states():  # the KV caches start as zeros
+            buf = buffer_of(t)
+            if buf is not None:
+                buf.materialize()
+        dec = model.decoder_graph(bind=False, last_only=not all_logits)
         self.tokens_name = dec.tokens
         self.states = list(dec.states)
-        self.arrays = arrays
-        self.trace_s = time.perf_counter() - t0
+        self.graph = format_graph(dec.graph, _quantizable(dec.graph), weight_format)
+        skip = {self.tokens_name, *self.states}
+        specs = {
+            n.attrs.name: (tuple(n.shape), np.dtype(n.dtype.np))
+            for n in self.graph.inputs()
+            if n.attrs.name not in skip
+        }
+        weights = fill(specs)
+        got = {k: (tuple(v.shape), v.dtype) for k, v in weights.items()}
+        if got != specs:
+            raise _PreparedMismatch(
+                f"weight arrays do not fit the graph: {sorted(set(got) ^ set(specs))[:5]}"
+            )
+        self.arrays = {**dec.arrays, **weights}
+        self.trace_s = time.perf_counter() - t0  # trace + (cache miss) transpose and convert
+        self.load_s = 0.0
+        self.weights_cache = "off"  # from_pretrained: "hit", "miss" or "invalid" (a bad entry, rebuilt)
         self._backend = backend
         self._progress = progress
         self._program: Any = None
@@ -103,9 +192,54 @@ class GPT2Runner:
         self._pos = 0
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, **kw: Any) -> GPT2Runner:
-        """Load a local Hugging Face directory (config.json + model.safetensors) or a GGUF file."""
-        return cls(load_weights(path), **kw)
+    def from_pretrained(
+        cls, path: str | os.PathLike, *, weight_format: str = "fp32", **kw: Any
+    ) -> GPT2Runner:
+        """Load a local Hugging Face directory (config.json + model.safetensors) or a GGUF file.
+
+        The prepared weights (transposed, in ``weight_format``) are cached in ``config().cache_dir``
+        keyed by the source files' identity; a warm start maps them instead of reading the source
+        (``runner.weights_cache`` says which happened; ``CATEN_WEIGHT_CACHE=0`` turns it off).
+        """
+        from caten_lab.config import config
+
+        if weight_format not in FORMATS:
+            raise CatenError(
+                f"unknown weight format {weight_format!r}", hint=f"use one of {', '.join(FORMATS)}"
+            )
+        cfg = config()
+        t0 = time.perf_counter()
+        ident = prepared_weights.source_identity(path) if cfg.weight_cache else None
+        status = "off"
+        if ident is not None:
+            hit, status = prepared_weights.load(cfg.cache_dir, ident, weight_format)
+            if hit is not None:
+                runner = cls.__new__(cls)
+                try:
+                    runner._build(_config_from(hit.config), lambda specs: hit.arrays, weight_format, **kw)
+                except _PreparedMismatch:
+                    status = "invalid"
+                else:
+                    prepared_weights.STATS.record("hit")
+                    runner.load_s, runner.weights_cache = time.perf_counter() - t0 - runner.trace_s, "hit"
+                    return runner
+            prepared_weights.STATS.record(status)
+        weights = load_weights(path, mapped=True)  # converted right below, then released
+        load_s = time.perf_counter() - t0
+        runner = cls.__new__(cls)
+        runner._build(
+            weights.config,
+            lambda specs: _convert(weights, specs, cfg.cache_dir, path, ident, weight_format),
+            weight_format,
+            **kw,
+        )
+        runner.load_s, runner.weights_cache = load_s, status
+        return runner
+
+    def weight_arrays(self) -> dict[str, np.ndarray]:
+        """The weight inputs as bound (formatted), without the token input and the KV caches."""
+        skip = {self.tokens_name, *self.states}
+        return {k: v for k, v in self.arrays.items() if k not in skip}
 
     # ---- compile and step ----------------------------------------------------------------
     @property

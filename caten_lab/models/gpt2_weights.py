@@ -10,6 +10,7 @@ No network access: only local paths.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -127,8 +128,10 @@ def validate_state_dict(cfg: GPT2Config, sd: dict[str, np.ndarray], where: str) 
     return out
 
 
-def load_hf_dir(path: str | os.PathLike) -> GPT2Weights:
-    """Load ``config.json`` + ``model.safetensors`` from a local Hugging Face-style directory."""
+def load_hf_dir(path: str | os.PathLike, *, mapped: bool = False) -> GPT2Weights:
+    """Load ``config.json`` + ``model.safetensors`` from a local Hugging Face-style directory.
+
+    ``mapped=True`` returns views of the file instead of copies (see :func:`read_safetensors`)."""
     d = Path(path)
     if not d.is_dir():
         raise WeightsError(
@@ -146,27 +149,57 @@ def load_hf_dir(path: str | os.PathLike) -> GPT2Weights:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise WeightsError(f"{cfg_file}: not valid JSON ({exc})") from None
     cfg = config_from_dict(cfg_dict, str(cfg_file))
-    sd = read_safetensors(st_file)
+    sd = read_safetensors(st_file, mapped=mapped)
     return GPT2Weights(cfg, validate_state_dict(cfg, sd, str(st_file)), str(d))
 
 
-def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Every tensor of a safetensors file as NumPy arrays (bfloat16 is widened to float32)."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
-    size = os.path.getsize(path)
-    _check_safetensors_header(Path(path), size)
-    try:
-        return dict(load_file(str(path)))
-    except (SafetensorError, ValueError, OSError) as exc:
-        raise WeightsError(
-            f"{path}: cannot read safetensors ({exc})", hint="the file may be truncated or corrupt"
-        ) from None
+_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4",
+              "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
 
 
-def _check_safetensors_header(path: Path, size: int) -> None:
-    """Name the tensor that a truncated file cuts off (safetensors itself only says 'invalid')."""
+def read_safetensors(path: str | os.PathLike, *, mapped: bool = False) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file as NumPy arrays (bfloat16 is widened to float32).
+
+    ``mapped=True``: views of a private (copy-on-write) memory map instead of copies, for a caller
+    that converts every weight right away (the GPT-2 runner): reading ~0.5 GB into fresh memory
+    first would be one more pass over the data for nothing. Writing to a view never changes the
+    file, but the views must not outlive an in-place overwrite of it (that truncates the mapping).
+    """
+    p = Path(path)
+    size = os.path.getsize(p)
+    header, n = _check_safetensors_header(p, size)
+    with open(p, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    out: dict[str, np.ndarray] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dt = np.dtype(_ST_DTYPES[info["dtype"]])
+            shape = tuple(int(x) for x in info["shape"])
+            start, end = (int(x) for x in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise WeightsError(
+                f"{p}: tensor {name!r} has an unsupported or malformed entry {info!r}",
+                hint="the file may be corrupt, or use a dtype caten_lab cannot read",
+            ) from None
+        count = int(np.prod(shape, dtype=np.int64))
+        if end - start != count * dt.itemsize or start < 0:
+            raise WeightsError(
+                f"{p}: tensor {name!r} spans bytes {start}..{end}, its shape {shape} needs {count * dt.itemsize}",
+                hint="the file may be truncated or corrupt",
+            )
+        arr = np.frombuffer(mm, dt, count, 8 + n + start).reshape(shape) if count else np.zeros(shape, dt)
+        if info["dtype"] == "BF16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        elif not mapped:
+            arr = arr.copy()
+        out[name] = arr
+    return out
+
+
+def _check_safetensors_header(path: Path, size: int) -> tuple[dict, int]:
+    """The header and its length; names the tensor that a truncated file cuts off."""
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) < 8:
@@ -181,15 +214,19 @@ def _check_safetensors_header(path: Path, size: int) -> None:
             header = json.loads(f.read(n))
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise WeightsError(f"{path}: the safetensors header is not valid JSON") from None
+    if not isinstance(header, dict):
+        raise WeightsError(f"{path}: the safetensors header is not a JSON object")
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        end = info.get("data_offsets", [0, 0])[1]
+        end = info.get("data_offsets", [0, 0])[-1:] if isinstance(info, dict) else None
+        end = end[0] if isinstance(end, list) and end and isinstance(end[0], int) else 0  # else: malformed, below
         if 8 + n + end > size:
             raise WeightsError(
                 f"{path}: tensor {name!r} ends at byte {8 + n + end} but the file has {size} bytes",
                 hint="the file is truncated; re-copy or re-export it",
             )
+    return header, n
 
 
 # ---- GGUF --------------------------------------------------------------------------------

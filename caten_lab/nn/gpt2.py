@@ -109,6 +109,34 @@ _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c
 _HF_BUFFERS = (".attn.bias", ".attn.masked_bias")
 
 
+def hf_state_views(sd: dict[str, Any], config: GPT2Config) -> dict[str, Any]:
+    """A HF state dict under this model's parameter names and layout, without copying anything.
+
+    Conv1D weights ([in, out]) become transposed *views*, HF's mask buffers are dropped and the tied
+    ``lm_head.weight`` is checked and dropped: the caller copies (and converts) each array once,
+    straight into wherever it is stored (``load_state_dict``, or a runner's prepared buffers).
+    """
+    where = user_source()
+    mine: dict[str, Any] = {}
+    for key, v in sd.items():
+        name = key if key.startswith("transformer.") or key.startswith("lm_head.") else f"transformer.{key}"
+        if name.endswith(_HF_BUFFERS):
+            continue
+        if name == "lm_head.weight":  # tied to wte: must agree in shape
+            want = (config.vocab_size, config.n_embd)
+            if tuple(v.shape) != want:
+                raise StateDictError(
+                    f"load_hf_state_dict: lm_head.weight has shape {tuple(v.shape)}, expected {want} (tied to wte)",
+                    where=where,
+                )
+            continue
+        if name.endswith(_CONV1D):
+            v = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
+            v = v.T
+        mine[name] = v
+    return mine
+
+
 class GPT2(Module):
     """GPT-2 language model: ``model(tokens, pos)`` -> logits (1, seq, vocab); lm_head tied to wte."""
 
@@ -148,28 +176,7 @@ class GPT2(Module):
     # ---- weights ------------------------------------------------------------------------------
     def load_hf_state_dict(self, sd: dict[str, Any]) -> GPT2:
         """Load a HF GPT2LMHeadModel (or GPT2Model) state dict: Conv1D weights are [in, out]."""
-        where = user_source()
-        mine: dict[str, Any] = {}
-        for key, v in sd.items():
-            name = (
-                key if key.startswith("transformer.") or key.startswith("lm_head.") else f"transformer.{key}"
-            )
-            if name.endswith(_HF_BUFFERS):
-                continue
-            if name == "lm_head.weight":  # tied to wte: must agree in shape
-                want = (self.config.vocab_size, self.config.n_embd)
-                if tuple(v.shape) != want:
-                    raise StateDictError(
-                        f"load_hf_state_dict: lm_head.weight has shape {tuple(v.shape)}, "
-                        f"expected {want} (tied to wte)",
-                        where=where,
-                    )
-                continue
-            if name.endswith(_CONV1D):
-                v = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
-                v = v.T
-            mine[name] = v
-        self.load_state_dict(mine)
+        self.load_state_dict(hf_state_views(sd, self.config))
         self._decoder = None
         return self
 

@@ -91,3 +91,34 @@ def test_truncated_gguf(tiny_hf_dir, tmp_path):
     p.write_bytes(data[: len(data) // 3])
     with pytest.raises(WeightsError, match="t.gguf"):
         load_gguf(p)
+
+
+def test_safetensors_arrays_are_private_views_and_bf16_widens(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    from caten_lab.models.gpt2_weights import read_safetensors
+
+    t = {"a": torch.randn(3, 5), "b": torch.randn(7).to(torch.bfloat16), "c": torch.zeros(0, 4)}
+    f = tmp_path / "t.safetensors"
+    save_file(t, str(f))
+    before = f.read_bytes()
+    assert read_safetensors(f)["a"].flags.owndata  # copies by default
+    got = read_safetensors(f, mapped=True)
+    np.testing.assert_array_equal(got["a"], t["a"].numpy())
+    assert got["b"].dtype == np.float32
+    np.testing.assert_array_equal(got["b"], t["b"].float().numpy())
+    assert got["c"].shape == (0, 4)
+    got["a"][...] = 7  # copy-on-write: the file never changes
+    assert f.read_bytes() == before
+    np.testing.assert_array_equal(read_safetensors(f)["a"], t["a"].numpy())
+
+
+def test_safetensors_bad_tensor_entry_is_a_clear_error(tmp_path):
+    hdr = json.dumps({"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 32]}}).encode()
+    f = tmp_path / "bad.safetensors"
+    f.write_bytes(len(hdr).to_bytes(8, "little") + hdr + bytes(64))
+    from caten_lab.models.gpt2_weights import read_safetensors
+
+    with pytest.raises(WeightsError, match="'w'.*needs 64"):
+        read_safetensors(f)
