@@ -530,6 +530,11 @@ class Graph:
                     else:
                         u[nid] = u.get(nid, 0) + 1
         for o in self.outputs:
+            if o.__class__ is str:
+                raise AirError(
+                    f"output {o!r} is a str, not a value id",
+                    hint="use mark_output(...), or Value.parse(...) when assigning graph.outputs by hand",
+                )
             if o not in producer:
                 raise AirError(f"output {o!r} is not written by any node")
         mine = self._producer

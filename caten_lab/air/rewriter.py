@@ -31,7 +31,7 @@ from typing import Any
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node, Read
 from caten_lab.air.ops import OPS
-from caten_lab.air.value import Value
+from caten_lab.air.value import Value, as_value
 from caten_lab.errors import AirError
 
 
@@ -293,6 +293,8 @@ class Rewriter:
                         continue
                     journal.clear()
                     new = rule.build(m)
+                    if new.__class__ is str:  # a value id typed as text ("v12")
+                        new = as_value(new)
                     old = node.out
                     if new is None or (new.__class__ is Value and new == old):
                         self._drop_unused(g, journal)

@@ -455,3 +455,15 @@ def test_live_nodes_sweep_agrees_with_search_in_any_node_order():
         assert h.live_nodes() == h._live_nodes_dfs() == {n.id for n in g.nodes if n.op != "neg"}
         assert h.prune() == 1 and len(h) == 4
         h.verify()
+
+
+def test_value_ids_typed_as_text_are_accepted_or_named():
+    g = Graph()
+    x = g.insert("allocate", [], shape=(4,), dtype=dtypes.float32, name="x")
+    y = g.insert("sin", [str(x)])  # the printed form works as an operand
+    assert g.producer_of(y).reads == [x] and g.users_of(x)[0].out == y
+    g.outputs = [str(y)]  # assigned by hand: verify names the mistake
+    with pytest.raises(AirError, match="is a str, not a value id"):
+        g.verify()
+    g.outputs = [y]
+    g.verify()

@@ -389,3 +389,12 @@ def test_replay_of_every_prefix_reproduces_the_graph(g):
     final = replay(start.copy(), rec)
     assert _state(final) == _state(g)
     assert [n.id for n in final.nodes] == [n.id for n in g.nodes]  # the replay reuses the recorded ids
+
+
+def test_a_builder_may_return_the_printed_value_id():
+    g = Graph()
+    x = g.insert("allocate", [], shape=(3,), dtype=dtypes.float32, name="x")
+    g.mark_output(g.insert("sin", [g.insert("mul", [x, 1.0])]))
+    assert rewrite(g, [Rule("x*1 -> x", Pat("mul", ["x", 1.0]), lambda m: str(m["x"]))]) == 1
+    assert g.producer_of(g.outputs[0]).reads == [x]
+    g.verify()
