@@ -69,7 +69,7 @@ class LoopOpts:
         unrolled = sum(unroll_small(f) for f in prog.functions)
         from caten_lab.codegen.rowblock import block_rows
 
-        blocked = sum(block_rows(f) for f in prog.functions)  # prefill matmuls: 4 rows per weight read
+        blocked = sum(block_rows(f) for f in prog.functions)  # prefill matmuls: register + cache tiles
         from caten_lab.codegen.parallel import unnest_parallel
 
         for f in prog.functions:

@@ -1,17 +1,29 @@
-"""Register blocking over rows for prefill matmuls: each weight row read serves ``ROWS`` input rows.
+"""Register and cache tiling of prefill matmuls: a tile of rows x output features per weight read.
 
 A matmul lowered in dot-product form (see :mod:`caten_lab.codegen.hoist`) is
 
     for i < seq:               pre(i)  (norm statistics, hoisted operands)
         for j < n_out:         acc = 0; for r: acc += a(i, r) * W[j, r];  epilogue(i, j, acc)
 
-and reads all of ``W`` once per row ``i``: with a prompt, W streams from L3/DRAM ``seq`` times. Here,
-when ``seq >= ROWS`` at run time, ``ROWS`` consecutive rows are computed together: ``pre`` runs once
-per row into renamed copies, and the reduction keeps one accumulator per row, so each ``W[j, r]`` is
-loaded once for ``ROWS`` rows. Statements that do not depend on the row (the weight load and its
-dequantization) are emitted once. Rows past the end are clamped to the last row (recomputed, and
-stored with identical values by the same thread). Decode (``seq < ROWS``) runs the original nest.
-Each row's arithmetic is unchanged, so results equal the unblocked code.
+and reads all of ``W`` once per row ``i``. When ``seq >= ROWS`` at run time it becomes
+
+    for jt < n_out step JT:                     # a tile of W (JT x K) that stays in L2 ...
+        for ib < seq step ROWS:                 # ... while every row block uses it
+            i_q = min(ib + q, seq - 1), pre(i_q)           for q < ROWS
+            for jb in [jt, min(jt + JT, n_out)) step COLS:
+                j_c = min(jb + c, tile end - 1)            for c < COLS
+                for r: acc_qc += a_q(r) * W_c(r)           # ROWS x COLS accumulators
+                epilogue(i_q, j_c, acc_qc)
+
+Each inner step loads ROWS operand vectors and COLS weight vectors for ROWS * COLS multiply-adds
+(the 1-D row blocking did 5 loads per 4), so the loop is bound by arithmetic rather than loads, and
+W streams from L3 once per kernel instead of once per ROWS rows. Statements are copied per row,
+per column, or per both, by what they depend on; those that depend on neither (a constant) are
+emitted once. ``pre`` is recomputed per column tile (cheap next to the tile's dot products). Rows
+(columns) past the end are clamped to the last one: recomputed and stored with identical values by
+the same iteration. The parallel loop is the (tile, row block) pair (``collapse(2)``), so a kernel
+with few tiles still feeds every thread. Decode (``seq < ROWS``) runs the original nest. Each
+output's arithmetic is unchanged, so results equal the untiled code.
 """
 
 from __future__ import annotations
@@ -19,9 +31,16 @@ from __future__ import annotations
 import copy
 import re
 
-from caten_lab.codegen.loopir import Assign, For, Function, If, Stmt, walk
+from caten_lab.codegen.loopir import Assign, For, Function, If, Param, Stmt, walk
+from caten_lab.codegen.parallel import _if_clause
 
-ROWS = 4
+ROWS = 8  # rows per register tile (float32 weights)
+COLS = 2  # output features per register tile (ROWS * COLS accumulators)
+ACC_REGS = 16  # vector registers for accumulators: half of AVX-512's 32, the rest hold operands
+TILE_BYTES = 384 * 1024  # weight bytes per column tile: fits a 1 MB L2 next to the operand rows
+TILE_MAX = 256
+ENABLED = True  # switch off to measure what tiling buys
+_BYTES = {"float": 4, "double": 8, "uint16_t": 2, "_Float16": 2, "int8_t": 1, "uint8_t": 1, "int32_t": 4}
 
 
 def _names_in(s: Stmt) -> set[str]:
@@ -45,11 +64,12 @@ def _texts(s: Stmt) -> list[str]:
     return out
 
 
-def _renamer(names: set[str], q: int):  # noqa: ANN202 - returns a str -> str function
-    if not names:
+def _renamer(suffix: dict[str, str]):  # noqa: ANN202 - returns a str -> str function
+    """Append ``suffix[name]`` to every whole-word occurrence of each name."""
+    if not suffix:
         return lambda t: t
-    pat = re.compile(r"\b(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b")
-    return lambda t: pat.sub(lambda m: f"{m.group(1)}_{q}", t) if t else t
+    pat = re.compile(r"\b(" + "|".join(sorted(map(re.escape, suffix), key=len, reverse=True)) + r")\b")
+    return lambda t: pat.sub(lambda m: m.group(1) + suffix[m.group(1)], t) if t else t
 
 
 def _rename(s: Stmt, ren) -> Stmt:  # noqa: ANN001
@@ -96,19 +116,9 @@ def _match(fn: Function) -> tuple[For, For, For] | None:
     return rows, cols, red
 
 
-def block_rows(fn: Function) -> bool:
-    """Rewrite ``fn`` in place when it has the shape above; returns whether it did."""
-    m = _match(fn)
-    if m is None:
-        return False
-    rows, cols, red = m
-    lv = rows.var
-    pre = rows.body[:-1]
-    dep: set[str] = {lv}
-    for s in pre:
-        dep |= _names_in(s)
-    # statements of the column loop (and the reduction body) that depend on the row, to a fixed point
-    flat = [s for s in cols.body if not isinstance(s, For)] + list(red.body)
+def _closure(flat: list[Stmt], seed: set[str]) -> set[str]:
+    """``seed`` plus every scalar assigned from an expression that mentions a name already in the set."""
+    dep = set(seed)
     changed = True
     while changed:
         changed = False
@@ -117,34 +127,119 @@ def block_rows(fn: Function) -> bool:
             if s.index is None and s.target not in dep and _mentions([s.expr], dep):
                 dep.add(s.target)
                 changed = True
-    row_names = dep - {lv}
-    rens = [_renamer(row_names | {lv}, q) for q in range(ROWS)]
+    return dep
+
+
+def _weight_bytes(red: For, col_dep: set[str], params: list[Param]) -> int:
+    """Bytes per element of the widest buffer read per output feature (the weight) in the reduction."""
+    ptypes = {p.name: p.ctype for p in params}
+    out = 1
+    for s in red.body:
+        if isinstance(s, Assign) and s.target in col_dep:
+            for name in re.findall(r"\b(p\d+)\b", s.expr):
+                out = max(out, 2 if "cl_u16a" in s.expr else _BYTES.get(ptypes.get(name, "float"), 4))
+    return out
+
+
+def _register_tile(wbytes: int) -> tuple[int, int]:
+    """(rows, columns) of the register tile. gcc vectorizes a loop by its narrowest type, so with
+    int8 weights every float accumulator spans 4 vector registers (2 with float16): the tile
+    shrinks so the accumulators still fit ACC_REGS (measured: a spilling 8 x 2 int8 tile ran 2.5x slower)."""
+    accs = ACC_REGS // (4 // min(max(wbytes, 1), 4))
+    cols = COLS if accs >= ROWS * COLS else 1
+    return min(ROWS, accs // cols), cols
+
+
+def _tile_width(n_out: int, k: str, wbytes: int, cols: int) -> int:
+    """Output features per cache tile: a multiple of ``cols`` whose weight rows fit TILE_BYTES."""
+    kk = int(k) if k.isdigit() else 1024
+    jt = max(cols, min(TILE_MAX, TILE_BYTES // max(1, kk * wbytes)) // cols * cols)
+    return min(jt, -(-n_out // cols) * cols)
+
+
+def _parallel_cond(rows: For) -> str | None:
+    """The work condition of the rows loop's ``omp parallel for`` ('' when unconditional; None when
+    serial), without its ``rows >= threads`` term (the tiled loop has enough iterations)."""
+    if not (rows.pragma or "").startswith("omp parallel for"):
+        return None
+    cond = _if_clause(rows.pragma or "")
+    if cond is None:
+        return ""
+    terms = [t for t in cond.split(" && ") if not re.fullmatch(re.escape(rows.stop) + r" >= \d+", t)]
+    return " && ".join(terms)
+
+
+def block_rows(fn: Function) -> bool:
+    """Rewrite ``fn`` in place when it has the shape above; returns whether it did."""
+    m = _match(fn) if ENABLED else None
+    if m is None:
+        return False
+    rows, cols, red = m
+    lv, cv = rows.var, cols.var
+    pre = rows.body[:-1]
+    seed: set[str] = {lv}
+    for s in pre:
+        seed |= _names_in(s)
+    flat = [s for s in cols.body if not isinstance(s, For)] + list(red.body)
+    row_dep = _closure(flat, seed)
+    col_dep = _closure(flat, {cv})
+
+    def ren(q: int | None, c: int | None):  # noqa: ANN202 - returns a str -> str function
+        suffix: dict[str, str] = {}
+        for name in row_dep | col_dep:
+            rq, cc = name in row_dep, name in col_dep
+            if (rq and q is None) or (cc and c is None):
+                continue
+            suffix[name] = (f"_{q}" if rq else "") + (f"c{c}" if cc and rq else f"_c{c}" if cc else "")
+        return _renamer(suffix)
+
+    wbytes = _weight_bytes(red, col_dep, fn.params)
+    nr, nc = _register_tile(wbytes)
+    rens = {(q, c): ren(q, c) for q in [None, *range(nr)] for c in [None, *range(nc)]}
 
     def dup(s: Stmt) -> list[Stmt]:
-        if isinstance(s, Assign) and s.target not in dep and not _mentions(_texts(s), dep):
+        texts = _texts(s)
+        targets = _names_in(s) | ({s.target} if isinstance(s, Assign) else set())
+        rq = bool(targets & row_dep) or _mentions(texts, row_dep)
+        cc = bool(targets & col_dep) or _mentions(texts, col_dep)
+        if not rq and not cc:
             return [s]
-        return [_rename(s, r) for r in rens]
+        return [_rename(s, rens[(q, c)]) for q in (range(nr) if rq else [None])
+                for c in (range(nc) if cc else [None])]
 
-    blk = f"{lv}b"
-    body: list[Stmt] = [Assign(rows.nodes, f"{lv}_{q}", f"cl_min64({blk} + {q}, {rows.stop} - 1)", "const int64_t")
-                        for q in range(ROWS)]
-    for q in range(ROWS):
-        body += [_rename(s, rens[q]) for s in pre]
+    n_out = int(cols.stop)
+    jt_w = _tile_width(n_out, red.stop, wbytes, nc)
+    exact = n_out % jt_w == 0
+    ib, jt, jb = f"{lv}b", f"{cv}t", f"{cv}b"
+    tile_end = f"{jt} + {jt_w}" if exact else f"{cv}e"
+    body: list[Stmt] = [] if exact else [Assign(cols.nodes, tile_end, f"cl_min64({jt} + {jt_w}, {n_out})",
+                                                "const int64_t")]
+    body += [Assign(rows.nodes, f"{lv}_{q}", f"cl_min64({ib} + {q}, {rows.stop} - 1)", "const int64_t")
+             for q in range(nr)]
+    for q in range(nr):
+        body += [_rename(s, rens[(q, None)]) for s in pre]
     new_red = For(red.nodes, red.var, red.start, red.stop, red.step, [], None, red.role)
     for s in red.body:
         new_red.body += dup(s)
-    accs = red.pragma[len("omp simd reduction(+:"):-1].split(",")  # type: ignore[index]
     new_red.pragma = "omp simd reduction(+:" + ",".join(
-        (f"{a}_{q}" if a in dep else a) for a in accs for q in range(ROWS)) + ")"
-    collapsed = "collapse(" in (rows.pragma or "")
-    cols_pragma = None if collapsed or cols.pragma == "" else cols.pragma
-    new_cols = For(cols.nodes, cols.var, cols.start, cols.stop, cols.step, [], cols_pragma, cols.role)
+        rens[(q, c)](a) for a in _accs(red) for q in (range(nr) if a in row_dep else [None])
+        for c in (range(nc) if a in col_dep else [None])) + ")"
+    col_exact = exact and jt_w % nc == 0
+    new_cols = For(cols.nodes, jb, jt, tile_end, str(nc), [], None, cols.role)
+    new_cols.body = [Assign(cols.nodes, f"{cv}_c{c}", f"{jb} + {c}" if col_exact else
+                            f"cl_min64({jb} + {c}, {tile_end} - 1)", "const int64_t") for c in range(nc)]
     for s in cols.body:
         new_cols.body += [new_red] if s is red else dup(s)
     body.append(new_cols)
-    pragma = re.sub(r" collapse\(\d+\)", "", rows.pragma) if rows.pragma else rows.pragma  # no longer a perfect nest
-    blocked = For(rows.nodes, blk, "0", rows.stop, str(ROWS), body, pragma, "loop")
+    row_loop = For(rows.nodes, ib, "0", rows.stop, str(nr), body, None, "loop")
+    cond = _parallel_cond(rows)
+    pragma = None if cond is None else f"omp parallel for collapse(2){f' if({cond})' if cond else ''} schedule(static)"
+    tiles = For(cols.nodes, jt, "0", str(n_out), str(jt_w), [row_loop], pragma, "tile")
     original = copy.deepcopy(rows)
     i = fn.body.index(rows)
-    fn.body[i] = If(rows.nodes, f"{rows.stop} >= {ROWS}", [blocked], [original])
+    fn.body[i] = If(rows.nodes, f"{rows.stop} >= {nr}", [tiles], [original])
     return True
+
+
+def _accs(red: For) -> list[str]:
+    return (red.pragma or "")[len("omp simd reduction(+:"):-1].split(",")

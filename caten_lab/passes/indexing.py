@@ -121,7 +121,7 @@ def exact_div(a: Dim, b: Dim) -> Dim | None:
             return Expr.make({m: c // b for m, c in a.terms})
         return None
     if len(b.terms) != 1:
-        return 1 if a == b else None
+        return 1 if a == b else _poly_div(a, b)
     bm, bc = b.terms[0]
     if isinstance(a, int):
         return None
@@ -138,6 +138,40 @@ def exact_div(a: Dim, b: Dim) -> Dim | None:
         key = tuple(sorted(rest, key=_atom_key))
         out[key] = out.get(key, 0) + c // bc
     return Expr.make(out)
+
+
+def _grlex(m: tuple) -> tuple:
+    """A monomial order compatible with multiplication (degree first, then the atoms' names)."""
+    return (len(m), sorted((_atom_key(x) for x in m), reverse=True))
+
+
+def _poly_div(a: Dim, b: Expr) -> Dim | None:
+    """``a / b`` for a divisor of several terms, by polynomial long division on leading terms.
+
+    Attention over a KV cache reshapes ``[heads, seq, pos + seq]`` probabilities, so strides such as
+    ``seq*pos + seq*seq`` must be seen as ``seq * (pos + seq)``; without this the unravelled index
+    keeps a ``%``/``//`` by ``pos + seq`` per element. Exact division succeeds on leading terms in
+    any fixed monomial order, so a failure here means "does not divide"."""
+    if isinstance(a, int):
+        return 0 if a == 0 else None
+    lead_b, cb = max(b.terms, key=lambda mc: _grlex(mc[0]))
+    q: Dim = 0
+    r: Dim = a
+    for _ in range(64):
+        if isinstance(r, int):
+            return q if r == 0 else None
+        lead_r, cr = max(r.terms, key=lambda mc: _grlex(mc[0]))
+        rest = list(lead_r)
+        for atom in lead_b:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if cr % cb:
+            return None
+        t = Expr.make({tuple(sorted(rest, key=_atom_key)): cr // cb})
+        q = q + t
+        r = r - t * b
+    return None
 
 
 def nonneg(d: Dim) -> bool:
