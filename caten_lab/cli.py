@@ -2,7 +2,7 @@
 
     caten-lab demo [--prompt TEXT] [--tokens N] [--weights fp32|fp16|int8]
     caten-lab compile MODEL_DIR_OR_GGUF [--weights ...] [--c-out FILE]
-    caten-lab export DIR [--model DIR] [--workflow generate|perplexity]
+    caten-lab export DIR [--model DIR] [--workflow generate|perplexity] [--weight-format fp32|fp16|int8]
     caten-lab bench NAME [args...]      # runs bench/NAME.py from a source checkout
 """
 
@@ -74,7 +74,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     st = runner.stats
     print(f"\n  {st.prompt_tokens} prompt tokens, {st.new_tokens} generated; time to first token {st.ttft_s * 1000:.1f} ms; "
           f"decode {st.decode_tok_s:.1f} tokens/s ({st.stop_reason})")
-    if args.weights == "fp32" and not args.no_export:
+    if not args.no_export:
         _demo_exported(model_dir, args, generated)
     return 0
 
@@ -85,7 +85,7 @@ def _demo_exported(model_dir: Path, args: argparse.Namespace, expected: list[int
 
     out_dir = REPO / "build" / "demo" if (REPO / "pyproject.toml").exists() else Path(tempfile.mkdtemp())
     t0 = time.perf_counter()
-    exported = export(generation_workflow(model_dir), out_dir)
+    exported = export(generation_workflow(model_dir, weight_format=args.weights), out_dir)
     print(f"\n--- the whole workflow exported as C: {exported.library.name} + {exported.header.name} + "
           f"{exported.cli.name} in {time.perf_counter() - t0:.2f} s ---")
     cmd = [str(exported.cli), "--weights", str(model_dir), "--prompt", args.prompt, "--tokens", str(args.tokens),
@@ -133,11 +133,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     model_dir = Path(args.model) if args.model else BUNDLED_MODEL
     t0 = time.perf_counter()
     if args.workflow == "generate":
-        wf = generation_workflow(model_dir, name=args.name or "gpt2", n_ctx=args.n_ctx)
+        wf = generation_workflow(
+            model_dir, name=args.name or "gpt2", n_ctx=args.n_ctx, weight_format=args.weight_format
+        )
     else:
-        wf = perplexity_workflow(model_dir, window=args.n_ctx, name=args.name or "gpt2ppl")
+        wf = perplexity_workflow(
+            model_dir, window=args.n_ctx, name=args.name or "gpt2ppl", weight_format=args.weight_format
+        )
     res = export(wf, args.dir)
-    print(f"exported the {args.workflow} workflow of {model_dir} in {time.perf_counter() - t0:.1f} s:")
+    print(
+        f"exported the {args.workflow} workflow of {model_dir} ({args.weight_format} weights) "
+        f"in {time.perf_counter() - t0:.1f} s:"
+    )
     for label, path in (("library", res.library), ("header", res.header), ("command", res.cli)):
         print(f"  {label:8s} {path}")
     if args.workflow == "generate":
@@ -173,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--workflow", choices=["generate", "perplexity"], default="generate")
     e.add_argument("--name", help="library / API prefix (default: gpt2, or gpt2ppl for perplexity)")
     e.add_argument("--n-ctx", type=int, help="context (generation) or window (perplexity) length")
+    e.add_argument(
+        "--weight-format",
+        choices=["fp32", "fp16", "int8"],
+        default="fp32",
+        help="how the library stores the matmul weights (converted from the HF file while loading)",
+    )
     e.set_defaults(fn=cmd_export)
     b = sub.add_parser("bench", help="run a benchmark from bench/ (e.g. gpt2, compile_time, air_scaling)")
     b.add_argument("name")

@@ -16,6 +16,7 @@ assembler's ``.incbin`` (no C array literals). Only the API functions are export
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -72,13 +73,35 @@ def fnv64(data: bytes) -> int:
     return h
 
 
+def check_weight_format(weight_format: str) -> str:
+    """``weight_format`` if the exported library can store weights that way, else a clear error."""
+    from caten_lab.models.quantize import FORMATS
+
+    if weight_format not in FORMATS:
+        raise ExportError(
+            f"weight_format {weight_format!r} is not one of {', '.join(FORMATS)}",
+            hint="fp32 keeps the file's values; fp16 halves and int8 (per-row scales) quarters the weight memory",
+        )
+    return weight_format
+
+
 def generation_workflow(
-    model_dir: str | os.PathLike, *, name: str = "gpt2", n_ctx: int | None = None
+    model_dir: str | os.PathLike,
+    *,
+    name: str = "gpt2",
+    n_ctx: int | None = None,
+    weight_format: str = "fp32",
 ) -> GenerationWorkflow:
-    """The GPT-2 text generation workflow of a local Hugging Face directory (fp32 weights)."""
+    """The GPT-2 text generation workflow of a local Hugging Face directory.
+
+    ``weight_format`` (fp32 / fp16 / int8) is how the matmul weights are stored, exactly as
+    ``GPT2Runner(weight_format=...)`` stores them: the exported library still reads the HF fp32 (or
+    F16/BF16) safetensors and converts at load time, so it computes what that runner computes.
+    """
     from caten_lab.models.gpt2 import GPT2Runner
     from caten_lab.workflow.tokenizers import GPT2Tokenizer
 
+    check_weight_format(weight_format)
     d = Path(model_dir)
     for f in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
         if not (d / f).is_file():
@@ -89,7 +112,9 @@ def generation_workflow(
             )
     if not name.isidentifier():
         raise ExportError(f"workflow name {name!r} must be a C identifier")
-    runner = GPT2Runner.from_pretrained(d, n_ctx=n_ctx, backend="c")  # export needs the C program
+    runner = GPT2Runner.from_pretrained(  # export needs the C program
+        d, n_ctx=n_ctx, backend="c", weight_format=weight_format
+    )
     tok = GPT2Tokenizer.from_files(d / "vocab.json", d / "merges.txt")
     return GenerationWorkflow(d, runner, tok, name)
 
@@ -97,9 +122,82 @@ def generation_workflow(
 # ------------------------------------------------------------------------------------ model tables
 
 
+# how the compiled program stores a weight (models/quantize.py format_graph): suffix -> C format code
+_STORED = {".fp16": ("fp16", np.float16), ".int8": ("int8", np.int8), ".scale": ("scale", np.float32)}
+FORMAT_CODES = {"fp32": 0, "fp16": 1, "int8": 2}  # CT_FMT_* in export_c.COMMON_C
+
+
+@dataclass
+class _Weight:
+    """One weight input of the program: which file tensor fills it, and how it is stored."""
+
+    buf: int
+    name: str  # the tensor's name in the safetensors file (HF GPT2LMHeadModel naming)
+    fmt: str  # fp32 / fp16 / int8, or scale (the per-row scales of the int8 weight ``name``)
+    file_shape: tuple[int, ...]
+    transpose: bool
+
+
+def _weight_entry(
+    b: int, name: str, info: Any, hf: dict[str, tuple[int, ...]], weight_format: str
+) -> _Weight:
+    """Check a program input against the HF file layout and the workflow's weight format.
+
+    The C library converts at load time into exactly these buffers, so any disagreement between
+    the traced program and the file layout is refused here rather than computed wrong there.
+    """
+    from caten_lab.models.gpt2_weights import _TRANSPOSED
+
+    base, (fmt, dtype) = name, ("fp32", np.float32)
+    for suffix, stored in _STORED.items():
+        if name.endswith(suffix):
+            base, (fmt, dtype) = name[: -len(suffix)], stored
+    if base not in hf:
+        raise ExportError(
+            f"model input {name!r} is not a GPT-2 weight",
+            hint="export reads HF GPT-2 tensors (stored as fp32, fp16 or int8 with per-row scales)",
+        )
+    if fmt in ("fp16", "int8") and fmt != weight_format:
+        raise ExportError(
+            f"weight {name!r} is stored as {fmt}, but the workflow's weight_format is {weight_format}"
+        )
+    file_shape = hf[base]
+    transpose = base.endswith(_TRANSPOSED)
+    want = tuple(reversed(file_shape)) if transpose else file_shape
+    if fmt == "scale":
+        want = (want[0], 1)
+    shape = tuple(info.shape)
+    if shape != want or np.dtype(info.dtype.np) != np.dtype(dtype):
+        raise ExportError(
+            f"weight {name!r}: program buffer {shape} {info.dtype} does not match "
+            f"the file layout {file_shape} stored as {fmt}"
+        )
+    return _Weight(b, base, fmt, file_shape, transpose)
+
+
+def _weight_rows(weights: list[_Weight], names: list[str]) -> list[str]:
+    """The ``ct_weights`` C rows: one per file tensor, an int8 one pointing at its scale buffer."""
+    scales = {w.name: w.buf for w in weights if w.fmt == "scale"}
+    rows = []
+    for w in weights:
+        if w.fmt == "scale":
+            continue
+        scale = scales.pop(w.name, -1) if w.fmt == "int8" else -1
+        if w.fmt == "int8" and scale < 0:
+            raise ExportError(f"int8 weight {names[w.buf]!r} has no scale buffer in the program")
+        dims = ", ".join(str(x) for x in w.file_shape)
+        rows.append(
+            f'  {{{w.buf}, "{w.name}", {len(w.file_shape)}, {{{dims}}}, {int(w.transpose)}, '
+            f"{FORMAT_CODES[w.fmt]}, {scale}}},"
+        )
+    if scales:
+        raise ExportError(f"scale buffers without an int8 weight: {sorted(scales)}")
+    return rows
+
+
 def model_tables_c(runner: Any, n_ctx: int) -> str:
     """C tables describing the compiled program's buffers, symbols and weights (see export_c)."""
-    from caten_lab.models.gpt2_weights import _TRANSPOSED, expected_shapes
+    from caten_lab.models.gpt2_weights import expected_shapes
     from caten_lab.passes.indexing import numel
 
     prog = runner.program
@@ -124,7 +222,7 @@ def model_tables_c(runner: Any, n_ctx: int) -> str:
     names = list(sched.buffers)
     kinds, slots, items, elems = [], [], [], []
     hf = expected_shapes(runner.config)
-    weights = []
+    weights: list[_Weight] = []
     for b, name in enumerate(names):
         info = sched.buffers[name]
         kind = "tokens" if name == runner.tokens_name else info.kind
@@ -138,26 +236,12 @@ def model_tables_c(runner: Any, n_ctx: int) -> str:
                 slot_of[name] = slot
                 n_slots += 1
         if kind == "input":
-            if name not in hf:
-                raise ExportError(
-                    f"model input {name!r} is not a GPT-2 weight",
-                    hint="export supports fp32 GPT-2 weights (weight_format='fp32')",
-                )
-            file_shape = hf[name]
-            transpose = name.endswith(_TRANSPOSED)
-            shape = tuple(info.shape)
-            want = tuple(reversed(file_shape)) if transpose else file_shape
-            if shape != want or np.dtype(info.dtype.np) != np.float32:
-                raise ExportError(
-                    f"weight {name!r}: program buffer {shape} {info.dtype} does not match "
-                    f"the file layout {file_shape}"
-                )
-            dims = ", ".join(str(x) for x in file_shape)
-            weights.append(f'  {{{b}, "{name}", {len(file_shape)}, {{{dims}}}, {int(transpose)}}},')
+            weights.append(_weight_entry(b, name, info, hf, runner.weight_format))
         kinds.append(str(KIND_CODES[kind]))
         slots.append(str(slot))
         items.append(str(np.dtype(info.dtype.np).itemsize))
         elems.append(f"    case {b}: return {c_dim(numel(tuple(info.shape)))};")
+    weight_rows = _weight_rows(weights, names)
     slot_cases = []
     for s in range(n_slots):
         members = [b for b, name in enumerate(names) if slot_of.get(name) == s]
@@ -175,7 +259,8 @@ def model_tables_c(runner: Any, n_ctx: int) -> str:
 #define CT_EOS {runner.config.eos_token_id}
 #define CT_TOKENS_BUF {names.index(runner.tokens_name)}
 #define CT_OUT_BUF {out_buf}
-#define CT_NWEIGHTS {len(weights)}
+#define CT_NWEIGHTS {len(weight_rows)}
+#define CT_WEIGHT_FORMAT "{runner.weight_format}"
 void caten_run(void **b, const int64_t *sym, int64_t *err);
 static const int ct_kind[CT_NBUF] = {{{", ".join(kinds)}}};
 static const int ct_slot[CT_NBUF] = {{{", ".join(slots)}}};
@@ -198,9 +283,10 @@ static int64_t ct_slot_bytes(int s, const int64_t *sym) {{
 static void ct_set_symbols(int64_t *sym, int64_t seq, int64_t pos) {{ (void)sym; (void)seq; (void)pos; {set_syms} }}
 /* upper bounds of every symbol: sizes of the buffers allocated once */
 static void ct_fixed_symbols(int64_t *sym) {{ (void)sym; {fixed} }}
-typedef struct {{ int buf; const char *name; int ndim; int64_t shape[4]; int transpose; }} ct_weight;
+/* fmt: CT_FMT_FP32 / FP16 / INT8 (export_c.py); scale: the buffer of an int8 weight's per-row scales */
+typedef struct {{ int buf; const char *name; int ndim; int64_t shape[4]; int transpose; int fmt; int scale; }} ct_weight;
 static const ct_weight ct_weights[CT_NWEIGHTS] = {{
-{chr(10).join(weights)}
+{chr(10).join(weight_rows)}
 }};
 """
 
@@ -362,17 +448,44 @@ def _subst(text: str, name: str) -> str:
     return text.replace("@P@", name).replace("@U@", name.upper())
 
 
-def export(workflow: Any, directory: str | os.PathLike) -> Exported:
-    """Write ``lib<name>.so``, ``<name>.h`` and the ``<name>`` command-line program into ``directory``."""
-    if getattr(workflow, "kind", None) == "perplexity":
-        from caten_lab.workflow.perplexity import export_perplexity
+def with_weight_format(workflow: Any, weight_format: str | None) -> Any:
+    """``workflow`` with its model storing weights as ``weight_format`` (None: as it is).
 
-        return export_perplexity(workflow, directory)
-    if not isinstance(workflow, GenerationWorkflow):
+    The format is part of the compiled program (a dequantizing matvec reads int8 + scales), so a
+    different one means a new runner for the same directory, context and tracing options.
+    """
+    from caten_lab.models.gpt2 import GPT2Runner
+
+    if weight_format is None or weight_format == workflow.runner.weight_format:
+        return workflow
+    check_weight_format(weight_format)
+    old = workflow.runner
+    runner = GPT2Runner.from_pretrained(
+        workflow.model_dir,
+        n_ctx=old.n_ctx,
+        backend="c",
+        all_logits=old.all_logits,
+        weight_format=weight_format,
+    )
+    return dataclasses.replace(workflow, runner=runner)
+
+
+def export(workflow: Any, directory: str | os.PathLike, *, weight_format: str | None = None) -> Exported:
+    """Write ``lib<name>.so``, ``<name>.h`` and the ``<name>`` command-line program into ``directory``.
+
+    ``weight_format`` (fp32 / fp16 / int8) overrides the workflow's (``generation_workflow(...,
+    weight_format=)``); the library converts the HF weights to it when it loads them.
+    """
+    if not isinstance(workflow, GenerationWorkflow) and getattr(workflow, "kind", None) != "perplexity":
         raise ExportError(
             f"export() takes a workflow, got {type(workflow).__name__}",
             hint="build one with generation_workflow(model_dir) or perplexity_workflow(...)",
         )
+    workflow = with_weight_format(workflow, weight_format)
+    if workflow.kind == "perplexity":
+        from caten_lab.workflow.perplexity import export_perplexity
+
+        return export_perplexity(workflow, directory)
     t0 = time.perf_counter()
     out = Path(directory).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -384,18 +497,22 @@ def export(workflow: Any, directory: str | os.PathLike) -> Exported:
     units["generate_loop"] = loop_unit()
     glue += _subst(export_c.GEN_C, name)
     units[f"{name}_workflow"] = glue
-    header = header_text(name, export_c.GEN_HEADER)
+    header = header_text(name, export_c.GEN_HEADER, runner.weight_format)
     gen_s = time.perf_counter() - t0
     res = build(out, name, units, _subst(export_c.GEN_MAIN, name), header)
     res.timings["generate_c"] = gen_s
     return res
 
 
-def header_text(name: str, specific: str) -> str:
+def header_text(name: str, specific: str, weight_format: str) -> str:
+    """The public header; it states the weight format the library stores (chosen at export)."""
     guard = f"{name.upper()}_H"
     return _subst(
         f"/* generated by caten_lab.workflow.export: the C API of lib{name} */\n"
-        f"#ifndef {guard}\n#define {guard}\n" + export_c.HEADER_COMMON + specific,
+        f"#ifndef {guard}\n#define {guard}\n"
+        + export_c.HEADER_COMMON
+        + export_c.weight_format_header(weight_format)
+        + specific,
         name,
     )
 

@@ -16,6 +16,7 @@ COMMON_C = r"""
 #include <stdarg.h>
 #include <stdint.h>
 #include <errno.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #define API __attribute__((visibility("default")))
@@ -329,6 +330,78 @@ static int ct_st_read(ct_st *st, const char *path, const char *name, int ndim, c
   return @U@_OK;
 }
 
+/* ------------------------------------------------------------------ weight formats
+   The compiled program reads its matmul weights as fp32, fp16 (IEEE half) or int8 with one float32
+   scale per row (models/quantize.py). The file holds floats: each tensor is converted here, at load
+   time, with the arithmetic of the Python runner, so both compute bitwise the same logits. */
+#define CT_FMT_FP32 0
+#define CT_FMT_FP16 1
+#define CT_FMT_INT8 2
+
+/* float -> half bits, round to nearest even; overflow -> inf, NaN stays NaN: numpy's astype(float16)
+   (npy_floatbits_to_halfbits), bit for bit. */
+static uint16_t ct_float_to_half(float x) {
+  uint32_t f; memcpy(&f, &x, 4);
+  uint16_t sgn = (uint16_t)((f & 0x80000000u) >> 16);
+  uint32_t e = f & 0x7F800000u, sig;
+  if (e >= 0x47800000u) {  /* inf, NaN, or too large */
+    if (e == 0x7F800000u && (f & 0x007FFFFFu)) {
+      uint16_t r = (uint16_t)(0x7C00u + ((f & 0x007FFFFFu) >> 13));
+      if (r == 0x7C00u) r++;  /* keep a NaN a NaN */
+      return (uint16_t)(sgn + r);
+    }
+    return (uint16_t)(sgn + 0x7C00u);
+  }
+  if (e <= 0x38000000u) {  /* a half subnormal, or zero */
+    if (e < 0x33000000u) return sgn;
+    e >>= 23;
+    sig = 0x00800000u + (f & 0x007FFFFFu);
+    sig >>= (113 - e);
+    if (((sig & 0x00003FFFu) != 0x00001000u) || (f & 0x000007FFu)) sig += 0x00001000u;
+    return (uint16_t)(sgn + (sig >> 13));
+  }
+  uint16_t h_exp = (uint16_t)((e - 0x38000000u) >> 13);
+  sig = f & 0x007FFFFFu;
+  if ((sig & 0x00003FFFu) != 0x00001000u) sig += 0x00001000u;  /* ties go to the even half */
+  return (uint16_t)(sgn + (uint16_t)((sig >> 13) + h_exp));      /* a carry rounds up the exponent */
+}
+
+/* int8 with per-row scales, as quantize.py convert_into: amax = max(max(row), -min(row)) (NaN if the
+   row holds one), scale = amax > 0 ? amax / 127 : 1, q = clip(rint(w / scale), -127, 127), all in
+   float32 (division, not a reciprocal; rint: the default round-half-to-even mode). numpy casts a
+   NaN to int8 as 0: so does this (a C cast of NaN would be undefined). */
+static void ct_quantize_row(const float *w, int64_t cols, int8_t *q, float *scale) {
+  if (cols <= 0) { *scale = 1.0f; return; }
+  float mx = w[0], mn = w[0];
+  int nan = 0;
+  for (int64_t c = 0; c < cols; c++) {
+    float v = w[c];
+    if (v != v) nan = 1;
+    if (v > mx) mx = v;
+    if (v < mn) mn = v;
+  }
+  float amax = mx > -mn ? mx : -mn;
+  float s = (!nan && amax > 0) ? amax / 127.0f : 1.0f;
+  for (int64_t c = 0; c < cols; c++) {
+    float x = rintf(w[c] / s);
+    if (x != x) x = 0.0f;
+    else if (x > 127.0f) x = 127.0f;
+    else if (x < -127.0f) x = -127.0f;
+    q[c] = (int8_t)x;
+  }
+  *scale = s;
+}
+
+/* Store a rows x cols float32 weight (the program's layout) as ``fmt`` into ``dst`` (+ ``scale``). */
+static void ct_store_weight(const float *w, int64_t rows, int64_t cols, int fmt, void *dst, float *scale) {
+  if (fmt == CT_FMT_FP16) {
+    uint16_t *h = (uint16_t *)dst;
+    for (int64_t i = 0; i < rows * cols; i++) h[i] = ct_float_to_half(w[i]);
+  } else {
+    for (int64_t r = 0; r < rows; r++) ct_quantize_row(w + r * cols, cols, (int8_t *)dst + r * cols, scale + r);
+  }
+}
+
 static int ct_ignored_tensor(const char *name) {
   size_t n = strlen(name);
   if (!strcmp(name, "lm_head.weight")) return 1;
@@ -379,7 +452,18 @@ static int ct_model_load(ct_model *m, const char *path, char *msg) {
   if (rc) { ct_st_close(&st); return rc; }
   for (int w = 0; w < CT_NWEIGHTS; w++) {
     const ct_weight *cw = &ct_weights[w];
-    rc = ct_st_read(&st, path, cw->name, cw->ndim, cw->shape, cw->transpose, (float *)m->bufs[cw->buf], msg);
+    if (cw->fmt == CT_FMT_FP32) {
+      rc = ct_st_read(&st, path, cw->name, cw->ndim, cw->shape, cw->transpose, (float *)m->bufs[cw->buf], msg);
+    } else {  /* one float32 tensor at a time: the peak is the stored model + its largest weight */
+      int64_t rows = cw->shape[cw->transpose ? 1 : 0], cols = cw->shape[cw->transpose ? 0 : 1];
+      float *tmp = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof(float));
+      if (!tmp) { ct_fail(msg, "out of memory converting '%s'", cw->name); rc = @U@_ERR_MEMORY; }
+      else {
+        rc = ct_st_read(&st, path, cw->name, cw->ndim, cw->shape, cw->transpose, tmp, msg);
+        if (!rc) ct_store_weight(tmp, rows, cols, cw->fmt, m->bufs[cw->buf], cw->scale >= 0 ? (float *)m->bufs[cw->scale] : NULL);
+        free(tmp);
+      }
+    }
     if (rc) { ct_st_close(&st); return rc; }
   }
   for (int k = 0; k < st.n; k++) {
@@ -458,6 +542,25 @@ int64_t @P@_context_length(const @P@_ctx *ctx);
 int64_t @P@_vocab_size(const @P@_ctx *ctx);
 """
 
+_FORMAT_DOC = {
+    "fp32": "as float32, the file's values (F16/BF16 tensors widened exactly)",
+    "fp16": "as IEEE fp16 (round to nearest even, as numpy's astype(float16)): half the memory",
+    "int8": "as int8 with one float32 scale per output row (max |w| / 127): a quarter of the memory",
+}
+
+
+def weight_format_header(weight_format: str) -> str:
+    """The header's statement of the weight format the library was exported for."""
+    return f"""
+/* Weights: @P@_init reads a Hugging Face model.safetensors (F32, F16 or BF16 tensors) and, while
+   loading, stores the matmul weights {_FORMAT_DOC[weight_format]}.
+   Chosen at export (caten-lab export --weight-format); the same logits as the Python GPT2Runner with
+   weight_format="{weight_format}". */
+#define @U@_WEIGHT_FORMAT "{weight_format}"
+const char *@P@_weight_format(void);  /* @U@_WEIGHT_FORMAT */
+"""
+
+
 GEN_HEADER = r"""
 typedef struct {
   int32_t max_new_tokens;      /* default 50 */
@@ -512,6 +615,7 @@ API const char *@P@_error_name(int code) {
 }
 
 API int64_t @P@_context_length(const @P@_ctx *ctx) { (void)ctx; return CT_N_CTX; }
+API const char *@P@_weight_format(void) { return CT_WEIGHT_FORMAT; }
 API int64_t @P@_vocab_size(const @P@_ctx *ctx) { (void)ctx; return CT_VOCAB; }
 
 API void @P@_free(@P@_ctx *ctx) {
@@ -734,7 +838,8 @@ static void usage(const char *argv0) {
     "          [--top-p P] [--repetition-penalty R] [--seed S] [--vocab FILE] [--merges FILE]\n"
     "          [--no-eos-stop] [--ids]\n"
     "Generates text with the exported GPT-2 workflow (no Python involved).\n"
-    "--weights: model.safetensors or its directory; --ids prints token ids instead of text.\n", argv0);
+    "--weights: model.safetensors or its directory; --ids prints token ids instead of text.\n"
+    "The matmul weights are stored as " @U@_WEIGHT_FORMAT " (converted while loading).\n", argv0);
 }
 
 int main(int argc, char **argv) {

@@ -30,6 +30,7 @@ from caten_lab.workflow.export import (
     _subst,
     action_wrapper,
     build,
+    check_weight_format,
     header_text,
     model_units,
 )
@@ -48,17 +49,27 @@ class PerplexityWorkflow:
 
 
 def perplexity_workflow(
-    model_dir: str | os.PathLike, *, window: int | None = None, name: str = "gpt2ppl"
+    model_dir: str | os.PathLike,
+    *,
+    window: int | None = None,
+    name: str = "gpt2ppl",
+    weight_format: str = "fp32",
 ) -> PerplexityWorkflow:
-    """The perplexity workflow of a local GPT-2 directory; ``window`` defaults to n_positions."""
+    """The perplexity workflow of a local GPT-2 directory; ``window`` defaults to n_positions.
+
+    ``weight_format`` (fp32 / fp16 / int8): how the model stores its matmul weights, as in
+    ``generation_workflow``."""
     from caten_lab.models.gpt2 import GPT2Runner
     from caten_lab.workflow.tokenizers import GPT2Tokenizer
 
+    check_weight_format(weight_format)
     d = Path(model_dir)
     for f in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
         if not (d / f).is_file():
             raise ExportError(f"{d / f}: not found")
-    runner = GPT2Runner.from_pretrained(d, n_ctx=window, all_logits=True, backend="c")
+    runner = GPT2Runner.from_pretrained(
+        d, n_ctx=window, all_logits=True, backend="c", weight_format=weight_format
+    )
     tok = GPT2Tokenizer.from_files(d / "vocab.json", d / "merges.txt")
     return PerplexityWorkflow(d, runner, tok, runner.n_ctx, name)
 
@@ -266,7 +277,7 @@ def export_perplexity(wf: PerplexityWorkflow, directory: str | os.PathLike) -> E
     )
     glue += _subst(PPL_C, name)
     units[f"{name}_workflow"] = glue
-    header = header_text(name, PPL_HEADER)
+    header = header_text(name, PPL_HEADER, wf.runner.weight_format)
     gen_s = time.perf_counter() - t0
     res = build(out, name, units, _subst(PPL_MAIN, name), header)
     res.timings["generate_c"] = gen_s

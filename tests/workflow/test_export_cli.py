@@ -57,3 +57,18 @@ def test_export_subcommand_perplexity(tmp_path) -> None:
 def test_export_subcommand_reports_bad_model_dir(tmp_path, capsys) -> None:
     assert main(["export", str(tmp_path / "x"), "--model", str(tmp_path)]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_export_subcommand_weight_format(tmp_path, capsys) -> None:
+    """--weight-format int8: the header says so and the command generates from the HF directory."""
+    out = tmp_path / "q"
+    assert main(["export", str(out), "--model", str(MODEL), "--n-ctx", "64", "--weight-format", "int8"]) == 0
+    assert "(int8 weights)" in capsys.readouterr().out
+    assert '#define GPT2_WEIGHT_FORMAT "int8"' in (out / "gpt2.h").read_text()
+    r = subprocess.run(
+        [str(out / "gpt2"), "--weights", str(MODEL), "--tokens", "5", "--ids"],
+        capture_output=True,
+        text=True,
+        env={},
+    )
+    assert r.returncode == 0 and len(r.stdout.split()) == 5, r.stderr
