@@ -7,6 +7,7 @@ convert to fp16 / int8) and the decode steps of a greedy run, in a process with 
 
     python bench/export_formats.py                   # GPT-2 small dims, fp32/fp16/int8
     python bench/export_formats.py --config tiny     # the bundled assets/tiny_gpt2
+    python bench/export_formats.py --quick --json out.json   # < 1 minute: tiny model, 1 run each
 """
 
 from __future__ import annotations
@@ -98,7 +99,11 @@ def main() -> None:
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "caten_export_formats"))
     ap.add_argument("--formats", default="fp32,fp16,int8")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="the bundled tiny model, one run per format")
+    ap.add_argument("--json", metavar="PATH", help="write the table (median per format) as JSON")
     args = ap.parse_args()
+    if args.quick:
+        args.config, args.repeat = "tiny", 1
     from caten_lab.workflow.export import export, generation_workflow
 
     root = Path(args.dir)
@@ -144,14 +149,20 @@ def main() -> None:
     )
     print("| format | load (gpt2_init) | decode tok/s | RSS after load | peak RSS while loading |")
     print("|---|---|---|---|---|")
+    table = []
     for fmt, rs in runs.items():
         med = {
             k: statistics.median(r[k] for r in rs)
             for k in ("load_s", "decode_tok_s", "rss_after_load_mb", "peak_load_mb")
         }
+        table.append({"format": fmt, **med})
         print(
             f"| {fmt} | {med['load_s']:.2f} s | {med['decode_tok_s']:.1f} | {med['rss_after_load_mb']:.0f} MB "
             f"| {med['peak_load_mb']:.0f} MB |"
+        )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"config": args.config, "n_ctx": args.n_ctx, "tokens": args.tokens, "rows": table}, indent=2)
         )
 
 
