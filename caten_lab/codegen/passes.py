@@ -70,11 +70,15 @@ class LoopOpts:
         from caten_lab.codegen.rowblock import block_rows
 
         blocked = sum(block_rows(f) for f in prog.functions)  # prefill matmuls: register + cache tiles
+        from caten_lab.codegen.lanes import split_lanes
+
+        laned = sum(split_lanes(f) for f in prog.functions)  # short / low-bit dot products: lane partial sums
         from caten_lab.codegen.parallel import unnest_parallel
 
         for f in prog.functions:
             unnest_parallel(f)  # a parallel loop never sits inside another one (libgomp nested teams)
-        ctx.artifacts["loop_opts"] = {"parallel_kernels": par, "unrolled_loops": unrolled, "row_blocked": blocked}
+        ctx.artifacts["loop_opts"] = {"parallel_kernels": par, "unrolled_loops": unrolled, "row_blocked": blocked,
+                                     "lane_split": laned}
         return graph
 
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 import copy
 import re
 
-from caten_lab.codegen.loopir import Assign, For, Function, If, Param, Stmt, walk
+from caten_lab.codegen.lanes import contiguous_h2f
+from caten_lab.codegen.loopir import Assign, For, FunCall, Function, If, Param, Stmt, walk
 from caten_lab.codegen.parallel import _if_clause
 
 ROWS = 8  # rows per register tile (float32 weights)
@@ -40,6 +41,10 @@ ACC_REGS = 16  # vector registers for accumulators: half of AVX-512's 32, the re
 TILE_BYTES = 384 * 1024  # weight bytes per column tile: fits a 1 MB L2 next to the operand rows
 TILE_MAX = 256
 ENABLED = True  # switch off to measure what tiling buys
+LOWBIT_SCRATCH = True  # low-bit weights: widen each column's row to float once per register tile
+SCRATCH_BELOW = 3  # weight bytes below which the buffer is used: int8 and float16 (float16 only through
+# cl_h2f_n, the hardware conversion: its bit widening in C cost as much as the 8 rows' multiply-adds)
+SCRATCH_MAX = 4096  # longest reduction (K) widened into a stack buffer (16 KB per column)
 _BYTES = {"float": 4, "double": 8, "uint16_t": 2, "_Float16": 2, "int8_t": 1, "uint8_t": 1, "int32_t": 4}
 
 
@@ -150,6 +155,16 @@ def _register_tile(wbytes: int) -> tuple[int, int]:
     return min(ROWS, accs // cols), cols
 
 
+def widens(wbytes: int, k: str) -> bool:
+    """Whether a tiled reduction over ``k`` with ``wbytes``-byte weights widens them into a float buffer."""
+    return LOWBIT_SCRATCH and wbytes < SCRATCH_BELOW and k.isdigit() and int(k) <= SCRATCH_MAX
+
+
+def register_tile(wbytes: int, k: str) -> tuple[int, int]:
+    """(rows, columns) of the register tile for ``wbytes``-byte weights and reduction length ``k``."""
+    return _register_tile(4 if widens(wbytes, k) else wbytes)
+
+
 def _tile_width(n_out: int, k: str, wbytes: int, cols: int) -> int:
     """Output features per cache tile: a multiple of ``cols`` whose weight rows fit TILE_BYTES."""
     kk = int(k) if k.isdigit() else 1024
@@ -194,7 +209,17 @@ def block_rows(fn: Function) -> bool:
         return _renamer(suffix)
 
     wbytes = _weight_bytes(red, col_dep, fn.params)
-    nr, nc = _register_tile(wbytes)
+    # statements of the reduction that depend on the output feature only (the weight load, its
+    # widening and dequantization): with a low-bit weight they are computed once per column into a
+    # float buffer, and the register tile then runs on float32 loads (see _widen)
+    col_only = [x for x in red.body if isinstance(x, Assign) and x.ctype and x.target in col_dep
+                and x.target not in row_dep]
+    scratch = (widens(wbytes, red.stop) and bool(col_only) and all(x.ctype == "float" or x.target not in _used_by(red, col_only)
+                                          for x in col_only))
+    f16 = scratch and wbytes == 2  # float16: only a plain contiguous load, widened by cl_h2f_n (vcvtph2ps)
+    if f16 and not _h2f_chain(col_only, _used_by(red, col_only), red.var):
+        scratch = f16 = False
+    nr, nc = _register_tile(4 if scratch else wbytes)
     rens = {(q, c): ren(q, c) for q in [None, *range(nr)] for c in [None, *range(nc)]}
 
     def dup(s: Stmt) -> list[Stmt]:
@@ -219,8 +244,37 @@ def block_rows(fn: Function) -> bool:
     for q in range(nr):
         body += [_rename(s, rens[(q, None)]) for s in pre]
     new_red = For(red.nodes, red.var, red.start, red.stop, red.step, [], None, red.role)
-    for s in red.body:
-        new_red.body += dup(s)
+    widen: list[Stmt] = []
+    if scratch:
+        needed = _used_by(red, col_only)
+        col_ids = {id(x) for x in col_only}
+        for c in range(nc):
+            rc = rens[(None, c)]
+            if f16:
+                hit = contiguous_h2f(rc(col_only[0].expr), red.var)
+                assert hit is not None
+                buf = rc(col_only[-1].target) + "_w"
+                widen.append(Assign(red.nodes, buf, "", "float", array=red.stop))
+                widen.append(FunCall(red.nodes, "cl_h2f_n", [f"(const uint16_t *){hit[0]} + ({hit[1]})", buf, red.stop]))
+                continue
+            # the column-only statements, plus those that depend on neither rows nor columns (a per-r
+            # factor such as a vector the weight is multiplied by): they may read those
+            conv = For(red.nodes, red.var, red.start, red.stop, red.step,
+                       [_rename(x, rc) for x in red.body if id(x) in col_ids or _free(x, row_dep, col_dep)],
+                       "omp simd", "vector")
+            for t in needed:
+                widen.append(Assign(red.nodes, rc(t) + "_w", "", "float", array=red.stop))
+                conv.body.append(Assign(red.nodes, rc(t) + "_w", rc(t), index=red.var))
+            widen.append(conv)
+        for s in red.body:
+            if id(s) not in col_ids:
+                new_red.body += dup(s)
+            elif s.target in needed:
+                new_red.body += [Assign(s.nodes, rens[(None, c)](s.target), f"{rens[(None, c)](s.target)}_w[{red.var}]",
+                                        s.ctype) for c in range(nc)]
+    else:
+        for s in red.body:
+            new_red.body += dup(s)
     new_red.pragma = "omp simd reduction(+:" + ",".join(
         rens[(q, c)](a) for a in _accs(red) for q in (range(nr) if a in row_dep else [None])
         for c in (range(nc) if a in col_dep else [None])) + ")"
@@ -229,7 +283,7 @@ def block_rows(fn: Function) -> bool:
     new_cols.body = [Assign(cols.nodes, f"{cv}_c{c}", f"{jb} + {c}" if col_exact else
                             f"cl_min64({jb} + {c}, {tile_end} - 1)", "const int64_t") for c in range(nc)]
     for s in cols.body:
-        new_cols.body += [new_red] if s is red else dup(s)
+        new_cols.body += [*widen, new_red] if s is red else dup(s)
     body.append(new_cols)
     row_loop = For(rows.nodes, ib, "0", rows.stop, str(nr), body, None, "loop")
     cond = _parallel_cond(rows)
@@ -239,6 +293,27 @@ def block_rows(fn: Function) -> bool:
     i = fn.body.index(rows)
     fn.body[i] = If(rows.nodes, f"{rows.stop} >= {nr}", [tiles], [original])
     return True
+
+
+def _free(s: Stmt, row_dep: set[str], col_dep: set[str]) -> bool:
+    """A declaration in the reduction that depends on neither the rows nor the output features."""
+    return isinstance(s, Assign) and bool(s.ctype) and not s.array and s.target not in row_dep \
+        and s.target not in col_dep
+
+
+def _h2f_chain(col_only: list[Assign], needed: list[str], var: str) -> bool:
+    """``x0 = cl_h2f(w[off + var]); x1 = (float)x0; ...`` with only the last value read by the reduction."""
+    if contiguous_h2f(col_only[0].expr, var) is None or needed != [col_only[-1].target]:
+        return False
+    return all(x.expr == f"((float)({p.target}))" for p, x in zip(col_only, col_only[1:]))
+
+
+def _used_by(red: For, col_only: list[Assign]) -> list[str]:
+    """Targets of ``col_only`` that the other statements of the reduction read."""
+    ids = {id(x) for x in col_only}
+    rest = [x.expr for x in red.body if isinstance(x, Assign) and id(x) not in ids]
+    rest += [x.index or "" for x in red.body if isinstance(x, Assign) and id(x) not in ids]
+    return [x.target for x in col_only if _mentions(rest, {x.target})]
 
 
 def _accs(red: For) -> list[str]:

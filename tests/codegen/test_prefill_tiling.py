@@ -58,7 +58,7 @@ def test_tiled_matmul_equals_interpreter(fmt, norm, tile_bytes, monkeypatch):
     with settings(threads=2):
         prog = compile_graph(graph, backend="c")
     ref = compile_graph(graph, backend="numpy")
-    nr, nc = rowblock._register_tile({"fp32": 4, "fp16": 2, "int8": 1}[fmt])
+    nr, nc = rowblock.register_tile({"fp32": 4, "fp16": 2, "int8": 1}[fmt], str(K))
     src = prog.c_source
     assert f"S_seq >= {nr}" in src and _TILED.search(src)  # the tiled path is there
     if nc > 1:
