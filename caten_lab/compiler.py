@@ -26,6 +26,7 @@ from caten_lab.errors import CatenError, RuntimeCheckError, ShapeError, SymbolEr
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule, graph_symbols
+from caten_lab.tuning import tuning_knobs
 
 __all__ = ["compile", "run", "Program", "default_pipeline", "clear_cache", "lower_to_c"]
 
@@ -364,7 +365,8 @@ def compile(  # noqa: A001 - the public name the contract asks for
     key = cached = None
     if not tracing and pipeline is None:  # the default pipeline's result is a pure function of these
         key = artifact_cache.artifact_key(
-            _structure_of(graph), safety=safety, threads=cfg.threads, cc=cfg.cc, flags=tuple(tc.flags)
+            _structure_of(graph), safety=safety, threads=cfg.threads, cc=cfg.cc, flags=tuple(tc.flags),
+            knobs=tuning_knobs(),
         )
         cached = None if force else artifact_cache.load(cfg.cache_dir, key)
     if cached is not None:
@@ -438,7 +440,7 @@ def run(
     """Compile (once per graph structure and options) and run."""
     cfg = config()
     backend = backend or cfg.backend
-    key = (_structure_of(graph), backend, cfg.safety, cfg.cc, cfg.threads, str(cfg.cache_dir))
+    key = (_structure_of(graph), backend, cfg.safety, cfg.cc, cfg.threads, str(cfg.cache_dir), tuning_knobs())
     prog = _CACHE.get(key)
     if prog is None:
         prog = compile(graph, backend=backend)

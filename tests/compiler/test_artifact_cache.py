@@ -48,3 +48,27 @@ def test_key_depends_on_options_and_compiler_code():
     assert a != artifact_cache.artifact_key("h", safety=2, threads=2)
     assert a != artifact_cache.artifact_key("h2", safety=1, threads=2)
     assert len(artifact_cache.compiler_fingerprint()) == 32
+
+
+def test_a_changed_tuning_constant_is_a_different_cache_entry(tmp_path, monkeypatch):
+    """Tests and benchmarks set module knobs at run time: a program built under one setting must
+    never be handed to a caller running under another (disk cache and in-memory cache alike)."""
+    from caten_lab.codegen import lanes
+    from caten_lab.compiler import run
+
+    g = Graph()
+    x = g.insert("allocate", [], shape=(3, 64), dtype="float32", name="x")
+    w = g.insert("allocate", [], shape=(5, 64), dtype="float32", name="w")
+    a3 = g.insert("view", [x], shape=(3, 5, 64), strides=(64, 0, 1))
+    b3 = g.insert("view", [w], shape=(3, 5, 64), strides=(0, 64, 1))
+    g.mark_output(g.insert("reduce", [g.insert("mul", [a3, b3])], op="add", axes=(2,)))
+    rng = np.random.default_rng(0)
+    inputs = {"x": rng.standard_normal((3, 64)).astype(np.float32), "w": rng.standard_normal((5, 64)).astype(np.float32)}
+    with settings(cache_dir=tmp_path):
+        split = compile(g).c_source
+        run(g, inputs)
+        monkeypatch.setattr(lanes, "ENABLED", False)
+        plain = compile(g)
+        assert plain.c_source != split  # not the cached program built with the lanes split
+        assert len(list(tmp_path.glob("artifacts_*.pkl"))) == 2
+        np.testing.assert_allclose(run(g, inputs)[0][..., 0], inputs["x"] @ inputs["w"].T, rtol=1e-5, atol=1e-5)
