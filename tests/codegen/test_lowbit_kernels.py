@@ -5,7 +5,6 @@ symbolic), and every float16 bit pattern."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
@@ -20,17 +19,6 @@ from caten_lab.models.quantize import apply_weight_format
 N = 37
 SEQS = (1, 2, 5, 8, 9, 17, 40)
 _LANES = re.compile(r"float (acc\d+)_l\[(\d+)\];")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    old = os.environ.get("CATEN_CACHE_DIR")
-    os.environ["CATEN_CACHE_DIR"] = str(tmp_path_factory.mktemp("caten_cache"))
-    yield
-    if old is None:
-        os.environ.pop("CATEN_CACHE_DIR", None)
-    else:
-        os.environ["CATEN_CACHE_DIR"] = old
 
 
 def _graph(fmt: str, k: int, n: int, seq, norm: bool):

@@ -3,8 +3,6 @@ checked against the NumPy interpreter: these change how the C computes, never wh
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -15,17 +13,6 @@ from caten_lab.compiler import lower_to_c
 from caten_lab.config import from_env, settings
 from caten_lab.models.quantize import apply_weight_format
 from caten_lab.nn.gpt2 import GPT2, GPT2Config
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    old = os.environ.get("CATEN_CACHE_DIR")
-    os.environ["CATEN_CACHE_DIR"] = str(tmp_path_factory.mktemp("caten_cache"))
-    yield
-    if old is None:
-        os.environ.pop("CATEN_CACHE_DIR", None)
-    else:
-        os.environ["CATEN_CACHE_DIR"] = old
 
 
 def _decoder(fmt: str = "fp32", vocab: int = 211):

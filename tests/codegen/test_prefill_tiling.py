@@ -4,7 +4,6 @@ tile sizes, with K and N that are not multiples of anything, for every weight fo
 
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
@@ -19,17 +18,6 @@ from caten_lab.models.quantize import apply_weight_format
 _TILED = re.compile(r"collapse\(2\)[^\n]*\n\s*for \(int64_t (\w+)t = 0; \1t < 45; ")
 K, N = 37, 45  # odd: no multiple of the vector width, the register tile or the cache tile
 SEQS = (1, 3, 4, 5, 7, 8, 9, 17, 128)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    old = os.environ.get("CATEN_CACHE_DIR")
-    os.environ["CATEN_CACHE_DIR"] = str(tmp_path_factory.mktemp("caten_cache"))
-    yield
-    if old is None:
-        os.environ.pop("CATEN_CACHE_DIR", None)
-    else:
-        os.environ["CATEN_CACHE_DIR"] = old
 
 
 def _graph(fmt: str, norm: bool):
