@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from export_helpers import run_cli, sampled_cli_ids
 
 from caten_lab.models.sampling import SamplingOptions
 
@@ -38,10 +39,6 @@ def python_api(exported):
     wf, _ = exported
     tok = GPT2Tokenizer.from_files(MODEL / "vocab.json", MODEL / "merges.txt")
     return wf.runner, tok
-
-
-def run_cli(cli: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(cli), *args], capture_output=True, text=True, env={}, timeout=120)
 
 
 CASES = [
@@ -268,24 +265,7 @@ def test_library_exports_only_the_api(exported) -> None:
 
 
 def _cli_ids(out, weights: Path) -> list[int]:
-    r = run_cli(
-        out.cli,
-        "--weights",
-        str(weights),
-        "--prompt",
-        "The king said",
-        "--tokens",
-        "15",
-        "--ids",
-        "--temperature",
-        "0.9",
-        "--top-k",
-        "20",
-        "--seed",
-        "9",
-    )
-    assert r.returncode == 0, r.stderr
-    return [int(x) for x in r.stdout.split()]
+    return sampled_cli_ids(out.cli, weights)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from export_helpers import run_cli, sampled_cli_ids
 
 from caten_lab.errors import CatenError
 from caten_lab.models.sampling import SamplingOptions
@@ -46,10 +47,6 @@ def tok():
     from caten_lab.workflow.tokenizers import GPT2Tokenizer
 
     return GPT2Tokenizer.from_files(MODEL / "vocab.json", MODEL / "merges.txt")
-
-
-def run_cli(cli: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(cli), *args], capture_output=True, text=True, env={}, timeout=120)
 
 
 CASES = [
@@ -284,24 +281,7 @@ def test_f16_file_into_fp16_library_is_exact(lowbit, tmp_path, tok) -> None:
     want = list(
         runner.stream(tok.encode("The king said"), 15, opts, stop_tokens=[runner.config.eos_token_id])
     )
-    r = run_cli(
-        out.cli,
-        "--weights",
-        str(d),
-        "--prompt",
-        "The king said",
-        "--tokens",
-        "15",
-        "--ids",
-        "--temperature",
-        "0.9",
-        "--top-k",
-        "20",
-        "--seed",
-        "9",
-    )
-    assert r.returncode == 0, r.stderr
-    assert [int(x) for x in r.stdout.split()] == want
+    assert sampled_cli_ids(out.cli, d) == want
 
 
 def test_header_and_usage_name_the_format(lowbit) -> None:
