@@ -244,17 +244,24 @@ class Program:
         err = self._lib.run([arrays[b] for b in order], [sym[s] for s in sched.symbols], prof)
         if err[0]:
             raise self._violation(err)
-        outs = []
-        for i, b in enumerate(sched.outputs):
-            if i in self.state_writes:
-                st = inputs[self.state_writes[i]]
-                if arrays[b] is not st:
-                    st[...] = arrays[b]
-                outs.append(st)
+        outs: list[Any] = []
+        for i, b in enumerate(sched.outputs):  # state write-backs last: an output that is an input
+            if i in self.state_writes:  # is copied before they can change that input
+                outs.append(None)
             elif sched.buffers[b].kind == "input":
                 outs.append(np.array(arrays[b], copy=True))
             else:
                 outs.append(arrays[b])
+        last = {name: i for i, name in self.state_writes.items()}
+        for i, name in self.state_writes.items():
+            st = inputs[name]
+            b = sched.outputs[i]
+            if last[name] != i:  # a later output updates the same input: this one keeps its own copy
+                outs[i] = np.array(arrays[b], copy=True)
+                continue
+            if arrays[b] is not st:
+                st[...] = arrays[b]
+            outs[i] = st
         return outs
 
     def _intermediates(self, sym: dict[str, int]) -> dict[str, np.ndarray]:

@@ -118,20 +118,28 @@ class FastCall:
 def collect_outputs(program: Any, fast: FastCall, inputs: Mapping[str, Any], outs: dict[str, np.ndarray]) -> list[np.ndarray]:
     """The program's results in graph-output order (what ``Program._run_c`` returns)."""
     sched = program.schedule
-    result = []
-    for i, b in enumerate(fast.sched_outputs):
-        if i in program.state_writes:
-            st = inputs[program.state_writes[i]]
-            arr = outs.get(b)
-            if arr is None:
-                arr = fast.bound[fast.index[b]]
-            if arr is not st:
-                st[...] = arr
-            result.append(st)
+    states = program.state_writes
+    result: list[Any] = []
+    for i, b in enumerate(fast.sched_outputs):  # first every output but the state updates: an output
+        if i in states:  # that is an input is copied before a state write-back can change that input
+            result.append(None)
         elif sched.buffers[b].kind == "input":
             result.append(np.array(inputs[b], copy=True))
         else:
             result.append(outs[b])
+    last = {name: i for i, name in states.items()}
+    for i, name in states.items():
+        b = fast.sched_outputs[i]
+        st = inputs[name]
+        arr = outs.get(b)
+        if arr is None:
+            arr = fast.bound[fast.index[b]]
+        if last[name] != i:  # a later output updates the same input: this one keeps its own copy
+            result[i] = np.array(arr, copy=True)
+            continue
+        if arr is not st:
+            st[...] = arr
+        result[i] = st
     return result
 
 
