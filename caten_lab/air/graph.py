@@ -138,8 +138,6 @@ class Graph:
         """
         producer = self._producer
         read_types: list[tuple[tuple, DType] | None] = []
-        if any(r.__class__ is str for r in reads):
-            reads = [as_value(r) if r.__class__ is str else r for r in reads]
         for r in reads:
             if r.__class__ is Value:
                 p = producer.get(r)  # type: ignore[arg-type]
@@ -150,8 +148,11 @@ class Graph:
                         hint="read values returned by insert() on this same graph",
                     )
                 read_types.append((p.shape, p.dtype))
+            elif r.__class__ is str:  # a value id typed as text: convert, then insert (off the hot path)
+                converted = [as_value(x) if x.__class__ is str else x for x in reads]
+                return self.insert(op, converted, source=source, **attrs)
             else:
-                read_types.append(self.type_of(r))
+                read_types.append(None)  # a literal
         node = make_node(op, reads, attrs, writes=(), read_types=read_types, source=source)
         nid = node.id
         out = Value(nid)

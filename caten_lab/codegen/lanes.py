@@ -35,7 +35,7 @@ ENABLED = True  # switch off to measure what the lane form buys
 VECTOR_BYTES = 64  # one AVX-512 register (narrower targets split it; the form stays correct)
 MIN_LANES = 16
 SHORT_K = 256  # float32 rows up to this constant length use lanes too
-_BYTES = {"float": 4, "double": 8, "uint16_t": 2, "_Float16": 2, "int8_t": 1, "uint8_t": 1, "int16_t": 2,
+CTYPE_BYTES = {"float": 4, "double": 8, "uint16_t": 2, "_Float16": 2, "int8_t": 1, "uint8_t": 1, "int16_t": 2,
           "int32_t": 4, "uint32_t": 4, "int64_t": 8, "_Bool": 1}
 _PREFIX = "omp simd reduction(+:"
 
@@ -78,7 +78,7 @@ def _narrowest(loop: For, ptypes: dict[str, str]) -> int:
         if "cl_u16a" in s.expr:
             out = min(out, 2)
         for name in re.findall(r"\b(p\d+)\[", s.expr):
-            out = min(out, _BYTES.get(ptypes.get(name, "float"), 4))
+            out = min(out, CTYPE_BYTES.get(ptypes.get(name, "float"), 4))
     return out
 
 
@@ -179,7 +179,7 @@ def _try(loop: For, fn: Function, ptypes: dict[str, str]) -> list[Stmt] | None:
     if not re.fullmatch(re.escape(acc) + r" \+ .+", updates[0].expr) or \
             any(re.search(r"\b" + re.escape(acc) + r"\b", s.expr) for s in loop.body if s is not updates[0]):
         return None
-    narrow = min(_narrowest(loop, ptypes), _BYTES.get(ct, 4))
+    narrow = min(_narrowest(loop, ptypes), CTYPE_BYTES.get(ct, 4))
     k = loop.stop
     if narrow >= 4 and not (k.isdigit() and int(k) <= SHORT_K):
         return None

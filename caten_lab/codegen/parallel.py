@@ -47,7 +47,7 @@ def parallelize_output_rows(fn: Function, threads: int, min_work: int) -> bool |
     return True
 
 
-def _if_clause(pragma: str) -> str | None:
+def if_clause(pragma: str) -> str | None:
     """The condition of an OpenMP ``if(...)`` clause (parentheses balanced), or None."""
     at = pragma.find(" if(")
     if at < 0:
@@ -77,7 +77,7 @@ def _unnest(s: Stmt) -> Stmt:
     for x in walk(par.body):
         if _is_parallel(x):
             x.pragma = None  # type: ignore[attr-defined]
-    cond = _if_clause(s.pragma or "")
+    cond = if_clause(s.pragma or "")
     if cond is None:
         return par
     ser = copy.deepcopy(s)

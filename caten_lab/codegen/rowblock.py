@@ -31,9 +31,9 @@ from __future__ import annotations
 import copy
 import re
 
-from caten_lab.codegen.lanes import contiguous_h2f
+from caten_lab.codegen.lanes import CTYPE_BYTES, contiguous_h2f
 from caten_lab.codegen.loopir import Assign, For, FunCall, Function, If, Param, Stmt, walk
-from caten_lab.codegen.parallel import _if_clause
+from caten_lab.codegen.parallel import if_clause
 
 ROWS = 8  # rows per register tile (float32 weights)
 COLS = 2  # output features per register tile (ROWS * COLS accumulators)
@@ -45,7 +45,6 @@ LOWBIT_SCRATCH = True  # low-bit weights: widen each column's row to float once 
 SCRATCH_BELOW = 3  # weight bytes below which the buffer is used: int8 and float16 (float16 only through
 # cl_h2f_n, the hardware conversion: its bit widening in C cost as much as the 8 rows' multiply-adds)
 SCRATCH_MAX = 4096  # longest reduction (K) widened into a stack buffer (16 KB per column)
-_BYTES = {"float": 4, "double": 8, "uint16_t": 2, "_Float16": 2, "int8_t": 1, "uint8_t": 1, "int32_t": 4}
 
 
 def _names_in(s: Stmt) -> set[str]:
@@ -142,7 +141,7 @@ def _weight_bytes(red: For, col_dep: set[str], params: list[Param]) -> int:
     for s in red.body:
         if isinstance(s, Assign) and s.target in col_dep:
             for name in re.findall(r"\b(p\d+)\b", s.expr):
-                out = max(out, 2 if "cl_u16a" in s.expr else _BYTES.get(ptypes.get(name, "float"), 4))
+                out = max(out, 2 if "cl_u16a" in s.expr else CTYPE_BYTES.get(ptypes.get(name, "float"), 4))
     return out
 
 
@@ -177,7 +176,7 @@ def _parallel_cond(rows: For) -> str | None:
     serial), without its ``rows >= threads`` term (the tiled loop has enough iterations)."""
     if not (rows.pragma or "").startswith("omp parallel for"):
         return None
-    cond = _if_clause(rows.pragma or "")
+    cond = if_clause(rows.pragma or "")
     if cond is None:
         return ""
     terms = [t for t in cond.split(" && ") if not re.fullmatch(re.escape(rows.stop) + r" >= \d+", t)]
