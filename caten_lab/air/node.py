@@ -27,12 +27,14 @@ def reserve_node_ids(upto: int) -> None:
 
 
 class Node:
-    """One operation. ``shape``/``dtype`` describe the (single) value it writes.
+    """One operation. ``shape``/``dtype`` describe the value ``out`` it writes.
 
+    Every AIR op writes exactly one value, held in the ``out`` slot rather than a one-element
+    tuple: one object less per node, and the hottest field of every pass is one attribute load.
     ``source`` is the user's ``file:line`` that created the node, for error messages and the notebook.
     """
 
-    __slots__ = ("id", "op", "writes", "reads", "attrs", "dtype", "shape", "source")
+    __slots__ = ("id", "op", "out", "reads", "attrs", "dtype", "shape", "source")
 
     def __init__(
         self,
@@ -55,24 +57,34 @@ class Node:
         self.source = source
 
     @property
-    def out(self) -> Value:
-        """The value this node writes (every primitive op writes exactly one)."""
-        return self.writes[0]
+    def writes(self) -> tuple[Value, ...]:
+        """``(out,)``; ``()`` for a node whose value is not assigned yet."""
+        return () if self.out is None else (self.out,)
+
+    @writes.setter
+    def writes(self, values: tuple[Value, ...]) -> None:
+        if len(values) > 1:
+            raise AirError(
+                f"node {self.id} ({self.op}) would write {len(values)} values: an AIR node writes one",
+                hint="split it into one node per value",
+            )
+        self.out = values[0] if values else None
 
     def value_reads(self) -> list[Value]:
         return [r for r in self.reads if r.__class__ is Value]  # type: ignore[misc]
 
     def copy(self) -> Node:
-        return Node(
-            self.op, self.writes, list(self.reads), self.attrs, self.dtype, self.shape, self.source, self.id
-        )
+        c = Node.__new__(Node)
+        c.id, c.op, c.out, c.reads = self.id, self.op, self.out, list(self.reads)
+        c.attrs, c.dtype, c.shape, c.source = self.attrs, self.dtype, self.shape, self.source
+        return c
 
     def __repr__(self) -> str:
         args = ", ".join(repr(r) for r in self.reads)
         attrs = ", ".join(f"{k}={_fmt(v)}" for k, v in attrs_items(self.attrs))
         inner = ", ".join(x for x in (args, attrs) if x)
         shape = ", ".join(str(d) for d in self.shape)
-        return f"{', '.join(map(str, self.writes))} = {self.op}({inner}) : {self.dtype.value}[{shape}]"
+        return f"{self.out} = {self.op}({inner}) : {self.dtype.value}[{shape}]"
 
 
 def _fmt(v: Any) -> str:

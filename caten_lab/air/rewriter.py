@@ -223,7 +223,7 @@ def _remove_dead(g: Graph, node: Node, removed: list[int] | None) -> None:
     stack = [node]
     while stack:
         n = stack.pop()
-        if not g.has_node(n.id) or any(g.n_users(w) for w in n.writes):
+        if not g.has_node(n.id) or g.n_users(n.out):
             continue
         g.remove(n.id)
         if removed is not None:

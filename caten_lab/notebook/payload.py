@@ -51,7 +51,7 @@ def node_record(n: Node) -> dict[str, Any]:
         "id": n.id,
         "op": n.op,
         "cat": OPS[n.op].category if n.op in OPS else "other",
-        "out": str(n.writes[0]) if n.writes else "",
+        "out": "" if n.out is None else str(n.out),
         "reads": [_fmt_read(r) for r in n.reads],
         "attrs": attrs,
         "shape": [_fmt_value(d) for d in n.shape],
@@ -83,7 +83,7 @@ class _NodeTable:
             if all(r.__class__ is Value for r in reads)
             else tuple((type(r).__name__, r) for r in reads)
         )
-        key = (n.id, n.op, n.writes, rkey, self._ident(n.attrs), self._ident(n.shape), id(n.dtype), n.source)
+        key = (n.id, n.op, n.out, rkey, self._ident(n.attrs), self._ident(n.shape), id(n.dtype), n.source)
         i = self._index.get(key)
         if i is None:
             i = len(self.records)

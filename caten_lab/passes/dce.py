@@ -11,6 +11,7 @@ def eliminate_dead_code(g: Graph, record: list[Rewrite] | None = None) -> int:
     """Remove nodes unreachable from the outputs; recorded as one rewrite. Returns how many were removed."""
     dead: list[int] = []
     g.prune(dead)
+    dead.sort()  # ids grow with creation: list them in roughly program order
     if dead and record is not None:
         record.append(
             Rewrite(
