@@ -20,7 +20,10 @@ collector running.
 The growth exponent of each operation is the least-squares slope of log(time) over log(size):
 1.0 is linear. Reference rows, not part of the verdict, show what the memory hierarchy alone adds
 as the data outgrows the caches: ``node_walk`` visits every node once and touches its operand list
-(the floor of any whole-graph pass), and the ``baseline`` rows do one dict lookup per node keyed
+(the floor of any whole-graph pass), ``dead_walk`` (on a second graph, so it warms nothing for
+``prune``) finds each node prune would remove through the value -> producer index and looks up the
+users entry of each of its operands (the memory any prune that keeps the indices exact must touch:
+scattered, so it grows with the cache misses that ``prune`` pays), and the ``baseline`` rows do one dict lookup per node keyed
 by value ids as they are (``value_lookup``, int-like ``Value``) and as they were (``str_lookup``,
 "v123" strings, whose randomized hashes scatter sequential ids over the table).
 
@@ -31,7 +34,7 @@ operation, so every size starts from memory: the exponents then isolate the algo
 slight downward bias: a short run pays its cold start over fewer nodes).
 
 ``--quick`` runs 10^3..10^5 nodes in 3 rounds plus two rounds at 10^6 nodes (every operation but
-the rewriter sweep); the full run does everything up to 10^6 nodes.
+the rewriter sweep and ``dead_walk``); the full run does everything up to 10^6 nodes.
 
 Usage: python bench/air_scaling.py [--quick] [--cold] [--json PATH] [--gc] [--sizes 1000,10000,...]
 """
@@ -57,8 +60,9 @@ from caten_lab.air.graph import graph_from_nodes  # noqa: E402
 OPERATIONS = ("insert", "users_of", "replace_uses", "toposort", "prune", "verify", "rewrite")
 BIG_OPERATIONS = ("insert", "toposort", "prune")  # the 10^6-node headline numbers
 QUICK_BIG_ROUNDS = 2  # --quick: rounds at 10^6 nodes (best of 2, like the best of 3 at the smaller sizes)
-QUICK_BIG_OPERATIONS = ("insert", "users_of", "replace_uses", "toposort", "prune", "verify")  # no rewrite
-REFERENCE_OPERATIONS = ("node_walk",)
+# no rewrite sweep and no dead_walk (each needs a second 10^6-node graph) at 10^6 nodes in --quick
+QUICK_BIG_OPERATIONS = ("insert", "users_of", "replace_uses", "toposort", "prune", "verify", "node_walk")
+REFERENCE_OPERATIONS = ("node_walk", "dead_walk")
 BASELINE_OPERATIONS = ("value_lookup", "str_lookup")
 GRAPH_OPERATIONS = (
     ("chain", OPERATIONS + REFERENCE_OPERATIONS),
@@ -211,7 +215,8 @@ def measure_once(kind: str, n: int, ops: tuple[str, ...], keep_gc: bool) -> tupl
     nodes = len(g)
     if "insert" in ops:
         times["insert"] = t
-    times["node_walk"] = _timed(lambda g=g: _walk(g), keep_gc)
+    if "node_walk" in ops:
+        times["node_walk"] = _timed(lambda g=g: _walk(g), keep_gc)
     if "users_of" in ops:
         values = [node.out for node in g.nodes]
 
@@ -240,12 +245,31 @@ def measure_once(kind: str, n: int, ops: tuple[str, ...], keep_gc: bool) -> tupl
     if "verify" in ops:
         times["verify"] = _timed(g.verify, keep_gc)
     del g
+    if "dead_walk" in ops:
+        times["dead_walk"] = _time_dead_walk(build(n), keep_gc)
     if "rewrite" in ops:
         g2 = build(n)
         rw = Rewriter(RULES)
         times["rewrite"] = _timed(lambda: rw.run(g2), keep_gc)
         del g2
     return nodes, times
+
+
+def _time_dead_walk(g: Graph, keep_gc: bool) -> float:
+    """Time ``dead_walk`` on ``g`` set up as ``prune`` finds its graph (identities forwarded)."""
+    for old, new in _identity_nodes(g):
+        g.replace_uses(old, new)
+    live = g.live_nodes()
+    dead = [n.out for n in g.nodes if n.id not in live]
+    producer, users = g._producer, g._users
+
+    def walk() -> None:
+        for v in dead:
+            for r in producer[v].reads:
+                if r.__class__ is Value:
+                    users.get(r)
+
+    return _timed(walk, keep_gc)
 
 
 def _walk(g: Graph) -> None:
@@ -329,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             for n in sizes:
                 if big is not None and n >= big and rnd >= QUICK_BIG_ROUNDS:
                     continue  # --quick: fewer rounds at 10^6 nodes
-                ops = QUICK_BIG_OPERATIONS if (big is not None and n >= big) else OPERATIONS
+                big_quick = big is not None and n >= big
+                ops = QUICK_BIG_OPERATIONS if big_quick else OPERATIONS + REFERENCE_OPERATIONS
                 nodes, times = measure_once(kind, n, ops, args.gc)
                 node_counts[kind, n] = nodes
                 cell = best.setdefault((kind, n), {})

@@ -230,6 +230,39 @@ def test_prune_removes_only_dead_nodes(g):
     assert not any(v in g._users for v in (dead1, dead2, orphan))
 
 
+def test_prune_follows_chains_shared_reads_and_reports_removed_ids(g):
+    x, a, b, c = _diamond(g)
+    d1 = g.insert("mul", [a, a])  # reads a twice: a's users entry counts 2 for this node
+    d2 = g.insert("add", [d1, b])  # dead chain reading a live value (b) and a dead one (d1)
+    d3 = g.insert("neg", [d2])
+    side = g.insert("sin", [d1])  # a second dead reader of d1
+    dead_ids = {g.producer_of(v).id for v in (d1, d2, d3, side)}
+    removed: list[int] = []
+    assert g.prune(removed) == 4 and set(removed) == dead_ids and len(removed) == 4
+    assert g.use_counts(a) == {g.producer_of(c).id: 1} and g.use_counts(b) == {g.producer_of(c).id: 1}
+    g.verify()
+
+
+def test_prune_keeps_every_output_and_what_it_reads(g):
+    x, a, b, c = _diamond(g)
+    extra = g.insert("neg", [b])
+    g.mark_output(extra)  # an output nobody reads stays
+    g.insert("sqrt", [extra])  # its dead reader goes
+    assert g.prune() == 1 and g.producer_of(extra) is not None
+    g.verify()
+
+
+def test_a_node_writes_exactly_one_value(g):
+    x, a, b, c = _diamond(g)
+    n = g.producer_of(b)
+    assert n.writes == (b,) and n.out is b
+    with pytest.raises(AirError, match="writes one"):
+        n.writes = (a, b)
+    with pytest.raises(AirError, match="writes one"):
+        make_node("neg", [a], {}, writes=(Value(-7), Value(-8)), read_types=[((4,), dtypes.float32)])
+    assert n.out is b  # a refused edit changes nothing
+
+
 def test_prune_without_outputs_empties_the_graph(g):
     _diamond(g)
     g.outputs = []

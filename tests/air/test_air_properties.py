@@ -120,7 +120,10 @@ def random_edits(data, g: Graph, steps: int) -> None:
                 new = make_node(op, reads, {}, writes=(), read_types=[g.type_of(r) for r in reads])
                 g.replace_node(target.id, new)
         elif kind == "prune":
-            g.prune()
+            live = g._live_nodes_dfs()  # the reference: a search from the outputs
+            removed: list[int] = []
+            g.prune(removed)
+            assert {n.id for n in g.nodes} == live and not live & set(removed)
         elif kind == "sort":
             g.sort()
             order = {n.out: i for i, n in enumerate(g.nodes)}
