@@ -416,17 +416,17 @@ class Graph:
         O(dead nodes + their reads), and a graph with nothing dead is barely touched. (A dead
         cycle, which ``verify`` rejects, is not found this way: ``live_nodes`` still is exact.)
 
-        ``removed``, when given, receives the ids of the removed nodes (in no particular order).
+        ``removed``, when given, receives the ids of the removed nodes, in the order removed.
         """
         producer = self._producer
         users = self._users
         nodes = self._nodes
         outputs = set(self.outputs)
         unread = list(filterfalse(users.__contains__, producer))
-        stack = [v for v in unread if v not in outputs] if outputs else unread
+        queue = [v for v in unread if v not in outputs] if outputs else unread
         count = 0
-        while stack:
-            node = producer.pop(stack.pop())
+        for v in queue:  # grows while it is walked: producers left unread are appended
+            node = producer.pop(v)
             nid = node.id
             del nodes[nid]
             count += 1
@@ -445,7 +445,7 @@ class Graph:
                     continue
                 del users[r]  # type: ignore[arg-type]
                 if r not in outputs and r in producer:  # (a read of a removed node has no producer)
-                    stack.append(r)
+                    queue.append(r)
         if count:
             self.version += 1
         return count
