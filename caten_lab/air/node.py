@@ -49,7 +49,10 @@ class Node:
     ) -> None:
         self.id = next(_node_ids) if id is None else id
         self.op = op
-        self.writes = writes
+        if len(writes) == 1:
+            self.out = writes[0]
+        else:
+            self.writes = writes  # () -> no value yet; more than one: refused there
         self.reads = reads
         self.attrs = attrs
         self.dtype = dtype

@@ -25,6 +25,7 @@ def test_bench_prints_every_exponent_and_writes_json(tmp_path, capsys):
     assert set(data["exponents"]) == set(bench.OPERATIONS)
     assert all(math.isfinite(e) for e in data["exponents"].values())
     assert data["sizes"] == [300, 900]
+    assert data["tail_exponents"] == {}  # no two sizes past the caches in this run
     ops = {(r["graph"], r["operation"]) for r in data["rows"]}
     for graph in ("chain", "transformer"):
         assert {(graph, op) for op in bench.OPERATIONS + bench.REFERENCE_OPERATIONS} <= ops
