@@ -283,53 +283,6 @@ static float ct_half(uint16_t h) {
   float f; memcpy(&f, &bits, 4); return f;
 }
 
-/* Read tensor ``name`` (file shape ``shape``) into ``dst`` as float32, transposing a 2-D tensor if asked. */
-static int ct_st_read(ct_st *st, const char *path, const char *name, int ndim, const int64_t *shape,
-                      int transpose, float *dst, char *msg) {
-  ct_tensor *t = ct_st_find(st, name);
-  if (!t) { ct_fail(msg, "%s: tensor '%s' is missing: the file does not match the exported model", path, name); return @U@_ERR_MISMATCH; }
-  t->used = 1;
-  int isz = !strcmp(t->dtype, "F32") ? 4 : (!strcmp(t->dtype, "F16") || !strcmp(t->dtype, "BF16")) ? 2 : 0;
-  if (!isz) { ct_fail(msg, "%s: tensor '%s' has dtype %s; supported: F32, F16, BF16", path, name, t->dtype); return @U@_ERR_MISMATCH; }
-  int same = t->ndim == ndim;
-  int64_t numel = 1;
-  for (int k = 0; same && k < ndim; k++) same = t->shape[k] == shape[k];
-  for (int k = 0; k < ndim; k++) numel *= shape[k];
-  if (!same) {
-    char got[128] = "", want[128] = "";
-    for (int k = 0; k < t->ndim && k < 8; k++) snprintf(got + strlen(got), sizeof got - strlen(got), k ? ", %lld" : "%lld", (long long)t->shape[k]);
-    for (int k = 0; k < ndim; k++) snprintf(want + strlen(want), sizeof want - strlen(want), k ? ", %lld" : "%lld", (long long)shape[k]);
-    ct_fail(msg, "%s: tensor '%s' has shape [%s], the exported model expects [%s]", path, name, got, want);
-    return @U@_ERR_MISMATCH;
-  }
-  if (t->end - t->begin != numel * isz) {
-    ct_fail(msg, "%s: tensor '%s' spans %lld bytes, but %lld %s values need %lld", path, name,
-            (long long)(t->end - t->begin), (long long)numel, t->dtype, (long long)(numel * isz));
-    return @U@_ERR_FORMAT;
-  }
-  void *raw = (isz == 4 && !transpose) ? (void *)dst : malloc((size_t)(numel * isz > 0 ? numel * isz : 1));
-  if (!raw) { ct_fail(msg, "out of memory reading '%s'", name); return @U@_ERR_MEMORY; }
-  if (fseek(st->f, (long)(st->data_start + t->begin), SEEK_SET) != 0 || fread(raw, 1, (size_t)(numel * isz), st->f) != (size_t)(numel * isz)) {
-    if (raw != dst) free(raw);
-    ct_fail(msg, "%s: cannot read the data of tensor '%s' (truncated file?)", path, name);
-    return @U@_ERR_FORMAT;
-  }
-  if (raw != dst) {
-    int64_t rows = ndim == 2 ? shape[0] : 1, cols = ndim == 2 ? shape[1] : numel;
-    for (int64_t i = 0; i < numel; i++) {
-      float v;
-      if (isz == 4) memcpy(&v, (char *)raw + 4 * i, 4);
-      else {
-        uint16_t h; memcpy(&h, (char *)raw + 2 * i, 2);
-        if (t->dtype[0] == 'B') { uint32_t b = (uint32_t)h << 16; memcpy(&v, &b, 4); } else v = ct_half(h);
-      }
-      if (transpose) { int64_t r = i / cols, c = i % cols; dst[c * rows + r] = v; } else dst[i] = v;
-    }
-    free(raw);
-  }
-  return @U@_OK;
-}
-
 /* ------------------------------------------------------------------ weight formats
    The compiled program reads its matmul weights as fp32, fp16 (IEEE half) or int8 with one float32
    scale per row (models/quantize.py). The file holds floats: each tensor is converted here, at load
@@ -370,6 +323,19 @@ static uint16_t ct_float_to_half(float x) {
    row holds one), scale = amax > 0 ? amax / 127 : 1, q = clip(rint(w / scale), -127, 127), all in
    float32 (division, not a reciprocal; rint: the default round-half-to-even mode). numpy casts a
    NaN to int8 as 0: so does this (a C cast of NaN would be undefined). */
+static float ct_int8_scale(float mx, float mn, int nan) {
+  float amax = mx > -mn ? mx : -mn;
+  return (!nan && amax > 0) ? amax / 127.0f : 1.0f;
+}
+
+static int8_t ct_int8_value(float w, float s) {
+  float x = rintf(w / s);
+  if (x != x) x = 0.0f;
+  else if (x > 127.0f) x = 127.0f;
+  else if (x < -127.0f) x = -127.0f;
+  return (int8_t)x;
+}
+
 static void ct_quantize_row(const float *w, int64_t cols, int8_t *q, float *scale) {
   if (cols <= 0) { *scale = 1.0f; return; }
   float mx = w[0], mn = w[0];
@@ -380,26 +346,160 @@ static void ct_quantize_row(const float *w, int64_t cols, int8_t *q, float *scal
     if (v > mx) mx = v;
     if (v < mn) mn = v;
   }
-  float amax = mx > -mn ? mx : -mn;
-  float s = (!nan && amax > 0) ? amax / 127.0f : 1.0f;
-  for (int64_t c = 0; c < cols; c++) {
-    float x = rintf(w[c] / s);
-    if (x != x) x = 0.0f;
-    else if (x > 127.0f) x = 127.0f;
-    else if (x < -127.0f) x = -127.0f;
-    q[c] = (int8_t)x;
-  }
+  float s = ct_int8_scale(mx, mn, nan);
+  for (int64_t c = 0; c < cols; c++) q[c] = ct_int8_value(w[c], s);
   *scale = s;
 }
 
 /* Store a rows x cols float32 weight (the program's layout) as ``fmt`` into ``dst`` (+ ``scale``). */
 static void ct_store_weight(const float *w, int64_t rows, int64_t cols, int fmt, void *dst, float *scale) {
-  if (fmt == CT_FMT_FP16) {
+  if (fmt == CT_FMT_FP32) {
+    if (rows * cols > 0) memcpy(dst, w, (size_t)(rows * cols) * sizeof(float));
+  } else if (fmt == CT_FMT_FP16) {
     uint16_t *h = (uint16_t *)dst;
     for (int64_t i = 0; i < rows * cols; i++) h[i] = ct_float_to_half(w[i]);
   } else {
     for (int64_t r = 0; r < rows; r++) ct_quantize_row(w + r * cols, cols, (int8_t *)dst + r * cols, scale + r);
   }
+}
+
+/* Tensor data is read and converted in blocks of about this many bytes of float32 (at least one
+   file row when the tensor is transposed or quantized): loading holds no float32 copy of a whole
+   tensor, so the peak RSS is the stored model + a few MB. A test build may define it smaller. */
+#ifndef CT_LOAD_BLOCK_BYTES
+#define CT_LOAD_BLOCK_BYTES (1 << 18)
+#endif
+
+/* n file values (F32: isz 4, F16, or BF16: bf) -> float32; ``out`` may be ``raw`` for F32. */
+static void ct_to_float(const void *raw, int isz, int bf, int64_t n, float *out) {
+  if (isz == 4) { if ((const void *)out != raw && n > 0) memcpy(out, raw, (size_t)n * 4); return; }
+  const unsigned char *b = (const unsigned char *)raw;
+  for (int64_t i = 0; i < n; i++) {
+    uint16_t h; memcpy(&h, b + 2 * i, 2);
+    if (bf) { uint32_t u = (uint32_t)h << 16; memcpy(out + i, &u, 4); } else out[i] = ct_half(h);
+  }
+}
+
+/* Read tensor ``name`` (file shape ``shape``) into ``dst`` stored as ``fmt`` (+ int8 ``scale``),
+   transposing a 2-D tensor if asked, in blocks straight from the file: each value is converted
+   to float32 (F32 / F16 / BF16) and then to the format exactly as ct_store_weight would convert a
+   float32 copy of the whole tensor. A transposed int8 tensor (an output row is a file column) is
+   read twice: its per-row max |w| first, then the quantized values. */
+static int ct_st_load(ct_st *st, const char *path, const char *name, int ndim, const int64_t *shape,
+                      int transpose, int fmt, void *dst, float *scale, char *msg) {
+  ct_tensor *t = ct_st_find(st, name);
+  if (!t) { ct_fail(msg, "%s: tensor '%s' is missing: the file does not match the exported model", path, name); return @U@_ERR_MISMATCH; }
+  t->used = 1;
+  int isz = !strcmp(t->dtype, "F32") ? 4 : (!strcmp(t->dtype, "F16") || !strcmp(t->dtype, "BF16")) ? 2 : 0;
+  if (!isz) { ct_fail(msg, "%s: tensor '%s' has dtype %s; supported: F32, F16, BF16", path, name, t->dtype); return @U@_ERR_MISMATCH; }
+  int same = t->ndim == ndim;
+  int64_t numel = 1;
+  for (int k = 0; same && k < ndim; k++) same = t->shape[k] == shape[k];
+  for (int k = 0; k < ndim; k++) numel *= shape[k];
+  if (!same) {
+    char got[128] = "", want[128] = "";
+    for (int k = 0; k < t->ndim && k < 8; k++) snprintf(got + strlen(got), sizeof got - strlen(got), k ? ", %lld" : "%lld", (long long)t->shape[k]);
+    for (int k = 0; k < ndim; k++) snprintf(want + strlen(want), sizeof want - strlen(want), k ? ", %lld" : "%lld", (long long)shape[k]);
+    ct_fail(msg, "%s: tensor '%s' has shape [%s], the exported model expects [%s]", path, name, got, want);
+    return @U@_ERR_MISMATCH;
+  }
+  if (t->end - t->begin != numel * isz) {
+    ct_fail(msg, "%s: tensor '%s' spans %lld bytes, but %lld %s values need %lld", path, name,
+            (long long)(t->end - t->begin), (long long)numel, t->dtype, (long long)(numel * isz));
+    return @U@_ERR_FORMAT;
+  }
+  int bf = t->dtype[0] == 'B';
+  int64_t rows = ndim == 2 ? shape[0] : 1, cols = ndim == 2 ? shape[1] : numel;  /* the file's layout */
+  if (ndim != 2) transpose = 0;
+  if (fmt == CT_FMT_INT8 && numel == 0) {  /* ct_quantize_row's scale of an empty row */
+    for (int64_t r = 0, n = transpose ? cols : rows; r < n; r++) scale[r] = 1.0f;
+    return @U@_OK;
+  }
+  long at = (long)(st->data_start + t->begin);
+  if (fseek(st->f, at, SEEK_SET) != 0) goto truncated;
+  if (numel == 0) return @U@_OK;
+  if (fmt == CT_FMT_FP32 && isz == 4 && !transpose) {  /* the file's bytes are the buffer's */
+    if (fread(dst, 1, (size_t)(numel * 4), st->f) != (size_t)(numel * 4)) goto truncated;
+    return @U@_OK;
+  }
+  /* unit: values a block holds whole (a file row, or one value for an elementwise conversion) */
+  int64_t unit = (transpose || fmt == CT_FMT_INT8) ? cols : 1, units = numel / unit;
+  int64_t per = CT_LOAD_BLOCK_BYTES / (4 * unit);
+  if (per < 1) per = 1;
+  if (per > units) per = units;
+  float *fb = malloc((size_t)(per * unit) * sizeof(float));
+  void *raw = isz == 4 ? (void *)fb : malloc((size_t)(per * unit * isz));
+  float *mx = NULL;  /* a transposed int8 tensor: max and min of each file column, NaN flags */
+  unsigned char *nan = NULL;
+  if (transpose && fmt == CT_FMT_INT8) { mx = malloc((size_t)cols * 2 * sizeof(float)); nan = calloc((size_t)cols, 1); }
+  int rc = @U@_OK;
+  size_t esz = fmt == CT_FMT_FP32 ? 4 : fmt == CT_FMT_FP16 ? 2 : 1;
+  if (!fb || !raw || (transpose && fmt == CT_FMT_INT8 && (!mx || !nan))) {
+    ct_fail(msg, "out of memory reading '%s'", name); rc = @U@_ERR_MEMORY; goto out;
+  }
+  if (!transpose) {
+    for (int64_t u0 = 0; u0 < units; u0 += per) {
+      int64_t n = units - u0 < per ? units - u0 : per, nv = n * unit;
+      if (fread(raw, (size_t)isz, (size_t)nv, st->f) != (size_t)nv) goto truncated_out;
+      ct_to_float(raw, isz, bf, nv, fb);
+      ct_store_weight(fb, n, unit, fmt, (char *)dst + (size_t)(u0 * unit) * esz, scale ? scale + u0 : NULL);
+    }
+    goto out;
+  }
+  /* transposed: dst[c * rows + r] = file[r][c]; a block of file rows scatters to a run of each
+     output row */
+  if (fmt == CT_FMT_INT8) {  /* pass 1: the arithmetic of ct_quantize_row, file rows in order */
+    float *mn = mx + cols;
+    for (int64_t r0 = 0; r0 < rows; r0 += per) {
+      int64_t n = rows - r0 < per ? rows - r0 : per;
+      if (fread(raw, (size_t)isz, (size_t)(n * cols), st->f) != (size_t)(n * cols)) goto truncated_out;
+      ct_to_float(raw, isz, bf, n * cols, fb);
+      if (r0 == 0) for (int64_t c = 0; c < cols; c++) mx[c] = mn[c] = fb[c];
+      for (int64_t r = 0; r < n; r++) {
+        const float *w = fb + r * cols;
+        for (int64_t c = 0; c < cols; c++) {
+          float v = w[c];
+          if (v != v) nan[c] = 1;
+          if (v > mx[c]) mx[c] = v;
+          if (v < mn[c]) mn[c] = v;
+        }
+      }
+    }
+    for (int64_t c = 0; c < cols; c++) scale[c] = ct_int8_scale(mx[c], mn[c], nan[c]);
+    if (fseek(st->f, at, SEEK_SET) != 0) goto truncated_out;
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += per) {
+    int64_t n = rows - r0 < per ? rows - r0 : per;
+    if (fread(raw, (size_t)isz, (size_t)(n * cols), st->f) != (size_t)(n * cols)) goto truncated_out;
+    ct_to_float(raw, isz, bf, n * cols, fb);
+    for (int64_t c = 0; c < cols; c++) {
+      const float *w = fb + c;
+      if (fmt == CT_FMT_FP32) {
+        float *o = (float *)dst + c * rows + r0;
+        for (int64_t r = 0; r < n; r++) o[r] = w[r * cols];
+      } else if (fmt == CT_FMT_FP16) {
+        uint16_t *o = (uint16_t *)dst + c * rows + r0;
+        for (int64_t r = 0; r < n; r++) o[r] = ct_float_to_half(w[r * cols]);
+      } else {
+        int8_t *o = (int8_t *)dst + c * rows + r0;
+        float s = scale[c];
+        for (int64_t r = 0; r < n; r++) o[r] = ct_int8_value(w[r * cols], s);
+      }
+    }
+  }
+  goto out;
+truncated_out:
+  rc = @U@_ERR_FORMAT;
+  ct_fail(msg, "%s: cannot read the data of tensor '%s' (truncated file?)", path, name);
+out:
+  if (raw != (void *)fb) free(raw);
+  free(fb);
+  free(mx);
+  free(nan);
+  return rc;
+truncated:
+  ct_fail(msg, "%s: cannot read the data of tensor '%s' (truncated file?)", path, name);
+  return @U@_ERR_FORMAT;
 }
 
 static int ct_ignored_tensor(const char *name) {
@@ -452,18 +552,8 @@ static int ct_model_load(ct_model *m, const char *path, char *msg) {
   if (rc) { ct_st_close(&st); return rc; }
   for (int w = 0; w < CT_NWEIGHTS; w++) {
     const ct_weight *cw = &ct_weights[w];
-    if (cw->fmt == CT_FMT_FP32) {
-      rc = ct_st_read(&st, path, cw->name, cw->ndim, cw->shape, cw->transpose, (float *)m->bufs[cw->buf], msg);
-    } else {  /* one float32 tensor at a time: the peak is the stored model + its largest weight */
-      int64_t rows = cw->shape[cw->transpose ? 1 : 0], cols = cw->shape[cw->transpose ? 0 : 1];
-      float *tmp = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof(float));
-      if (!tmp) { ct_fail(msg, "out of memory converting '%s'", cw->name); rc = @U@_ERR_MEMORY; }
-      else {
-        rc = ct_st_read(&st, path, cw->name, cw->ndim, cw->shape, cw->transpose, tmp, msg);
-        if (!rc) ct_store_weight(tmp, rows, cols, cw->fmt, m->bufs[cw->buf], cw->scale >= 0 ? (float *)m->bufs[cw->scale] : NULL);
-        free(tmp);
-      }
-    }
+    rc = ct_st_load(&st, path, cw->name, cw->ndim, cw->shape, cw->transpose, cw->fmt, m->bufs[cw->buf],
+                    cw->scale >= 0 ? (float *)m->bufs[cw->scale] : NULL, msg);
     if (rc) { ct_st_close(&st); return rc; }
   }
   for (int k = 0; k < st.n; k++) {
