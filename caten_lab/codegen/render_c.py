@@ -24,6 +24,11 @@ def _prelude() -> str:
         "#ifdef _OPENMP",
         "#include <omp.h>",
         "#endif",
+        "/* kernel functions are static here; a parallel build (runtime/parallel_build.py) compiles them in",
+        "   several translation units and defines this as hidden visibility: same code, same exports */",
+        "#ifndef CL_KERNEL_LINKAGE",
+        "#define CL_KERNEL_LINKAGE static",
+        "#endif",
         "#define CK(i, n, tag) cl_check((int64_t)(i), (int64_t)(n), (tag), err)",
         "static inline int64_t cl_check(int64_t i, int64_t n, int64_t tag, int64_t *err) {",
         "  if (__builtin_expect(i < 0 || i >= n, 0)) {",
@@ -94,6 +99,10 @@ def _prelude() -> str:
 
 
 PRELUDE = _prelude()
+# Each kernel function is bracketed by these lines (whole lines); runtime/parallel_build.py splits on
+# them to compile the kernels in parallel. Runtime does not import codegen: keep both in sync.
+KERNEL_BEGIN = "/* cl:kernel "  # + function name + " */"
+KERNEL_END = "/* cl:end */"
 
 
 @dataclass
@@ -114,7 +123,7 @@ class _Writer:
         self.map.append(list(nodes))
 
 
-def _signature(f: Function, static: bool = True) -> str:
+def _signature(f: Function) -> str:
     params = []
     for p in f.params:
         if p.pointer:
@@ -123,7 +132,7 @@ def _signature(f: Function, static: bool = True) -> str:
             params.append(f"{p.ctype} {p.name}")
     # noinline: the entry calls each kernel function once per layer; inlining them all would make the
     # C compiler's time grow with the number of layers instead of the number of unique kernels
-    return f"{'static __attribute__((noinline)) ' if static else ''}void {f.name}({', '.join(params)})"
+    return f"CL_KERNEL_LINKAGE __attribute__((noinline)) void {f.name}({', '.join(params)})"
 
 
 def _body(w: _Writer, body: list[Stmt], depth: int) -> None:
@@ -218,6 +227,7 @@ def render_c(program: LoopProgram, kernel_nodes: dict[str, list[int]]) -> Render
     kernel_lines: dict[str, tuple[int, int]] = {}
     for f in program.functions:
         nodes = kernel_nodes.get(f.name, [])
+        w.emit(f"{KERNEL_BEGIN}{f.name} */")  # markers for runtime/parallel_build.py: keep in sync
         first = len(w.lines) + 1
         w.emit(f"/* {', '.join(f.kernel_names[:4])}{' ...' if len(f.kernel_names) > 4 else ''} */", nodes)
         w.emit(_signature(f) + " {", nodes)
@@ -226,6 +236,12 @@ def render_c(program: LoopProgram, kernel_nodes: dict[str, list[int]]) -> Render
         function_lines[f.name] = (first, len(w.lines))
         for kn in f.kernel_names:
             kernel_lines[kn] = (first, len(w.lines))
+        w.emit(KERNEL_END)
+        w.emit("")
+    if program.functions:  # the entry may be compiled apart from the kernels (parallel build)
+        w.emit("/* kernel prototypes */")
+        for f in program.functions:
+            w.emit(_signature(f) + ";", kernel_nodes.get(f.name, []))
         w.emit("")
     e = program.entry
     first = len(w.lines) + 1

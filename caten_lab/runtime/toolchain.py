@@ -7,6 +7,8 @@
 - Libraries are cached in ``config().cache_dir`` under hash(source + flags + compiler version + cpu id)
   and written atomically (temp file + ``os.replace``): two processes compiling the same program both
   succeed and the cache never holds a half-written file.
+- A big multi-kernel source is compiled as one translation unit per CPU (up to 8) in parallel and
+  linked (``parallel_build``); the cache key and the cached ``.c`` are those of the one-file build.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caten_lab.errors import CompileError
+from caten_lab.runtime.parallel_build import compile_parts, kernel_spans, part_count, split_source
 
 BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=gnu11", "-fwrapv", "-fno-math-errno"]
 
@@ -159,8 +162,19 @@ class Built:
     key: str
 
 
+def _parts(source: str, tc: Toolchain) -> int:
+    """Translation units for ``source``: >1 only for gcc/clang-like toolchains (OpenMP probe passed)."""
+    if not tc.openmp or "-shared" not in tc.flags:
+        return 1
+    return part_count(kernel_spans(source.split("\n")))
+
+
 def build_library(source: str, tc: Toolchain, cache_dir: Path) -> Built:
-    """The shared library for ``source``: from the disk cache, or compiled now (atomically)."""
+    """The shared library for ``source``: from the disk cache, or compiled now (atomically).
+
+    A big multi-kernel source is compiled as several translation units in parallel and linked
+    (``parallel_build``); the cache key and the cached ``.c`` (the full source) do not depend on that.
+    """
     key = library_key(source, tc)
     path = cache_dir / f"caten_{key}.so"
     if path.exists():
@@ -172,13 +186,18 @@ def build_library(source: str, tc: Toolchain, cache_dir: Path) -> Built:
     tmp_so = tmp_c[:-2] + ".so"
     t0 = time.perf_counter()
     try:
+        parts = split_source(source, _parts(source, tc), tmp_c)
         try:
-            r = _run([*tc.cc, *tc.flags, "-o", tmp_so, tmp_c, "-lm"], timeout=600)
+            if len(parts) > 1:
+                status, output = compile_parts(tc.cc, tc.flags, parts, tmp_so, timeout=600)
+            else:
+                r = _run([*tc.cc, *tc.flags, "-o", tmp_so, tmp_c, "-lm"], timeout=600)
+                status, output = r.returncode, r.stderr or r.stdout
         except (OSError, subprocess.SubprocessError) as exc:
             raise _missing(" ".join(tc.cc), exc) from None
         cc_s = time.perf_counter() - t0
-        if r.returncode != 0:
-            raise compile_failure(r.stderr or r.stdout, source, tc)
+        if status != 0:
+            raise compile_failure(output, source, tc)
         os.replace(tmp_so, path)
         os.replace(tmp_c, cache_dir / f"caten_{key}.c")
     finally:

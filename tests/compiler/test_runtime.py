@@ -129,7 +129,7 @@ class _BreakC:
 
     def run(self, graph, ctx):  # noqa: ANN001, ANN201
         src = ctx.artifacts["c_source"].split("\n")
-        i = next(k for k, line in enumerate(src) if line.startswith("static __attribute__((noinline)) void kern"))
+        i = next(k for k, line in enumerate(src) if line.startswith("CL_KERNEL_LINKAGE __attribute__((noinline)) void kern"))
         src.insert(i + 1, "  this is not C;")
         ctx.artifacts["c_source"] = "\n".join(src)
         return graph
@@ -157,7 +157,7 @@ def test_trace_records_every_pass_and_the_artifacts() -> None:
     lines = prog.c_source.split("\n")
     assert len(prog.source_map) == len(lines) - 1  # trailing newline
     first, last = prog.kernel_lines[prog.schedule.kernels[0].name]
-    assert lines[first].startswith("static __attribute__((noinline)) void kern")
+    assert lines[first].startswith("CL_KERNEL_LINKAGE __attribute__((noinline)) void kern")
     body_ids = set().union(*(set(prog.source_map[i - 1]) for i in range(first, last + 1)))
     assert body_ids >= set(prog.schedule.kernels[0].node_ids)
     rec = prog.trace.records[names.index("memory_plan")]

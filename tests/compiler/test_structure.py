@@ -87,7 +87,7 @@ def test_repeated_blocks_hit_the_schedule_cache() -> None:
     assert len(sched.kernels) >= 12
     assert sched.unique_kernels() <= 4  # first/last blocks may differ at the edges only
     assert len(prog.loop_ir.functions) == sched.unique_kernels()
-    assert len(re.findall(r"^static __attribute__\(\(noinline\)\) void kern", prog.c_source, re.M)) == sched.unique_kernels()
+    assert len(re.findall(r"^CL_KERNEL_LINKAGE __attribute__\(\(noinline\)\) void kern.*{$", prog.c_source, re.M)) == sched.unique_kernels()
 
 
 def test_intermediate_buffers_are_reused() -> None:
