@@ -2,6 +2,7 @@
 
 exp and log go through exp2/log2, cos through sin, tanh through exp, erf through a polynomial
 (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7), minimum through where, comparisons through lt/ne.
+On float16 these composites run in float32 and round once at the end (``_in_float32``).
 """
 
 from __future__ import annotations
