@@ -8,11 +8,14 @@ import pytest
 
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
+from caten_lab.codegen.parallel import if_clause
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.compiler import lower_to_c
 from caten_lab.config import from_env, settings
 from caten_lab.models.quantize import apply_weight_format
 from caten_lab.nn.gpt2 import GPT2, GPT2Config
+
+KERNEL_START = "\nCL_KERNEL_LINKAGE "  # how render_c begins every kernel function
 
 
 def _decoder(fmt: str = "fp32", vocab: int = 211):
@@ -47,7 +50,7 @@ def test_matvec_operands_are_hoisted_and_lm_head_runs_in_parallel():
     graph, _, _ = _decoder(vocab=1500)  # enough work for two threads
     src = lower_to_c(graph, threads=2).ctx.artifacts["c_source"]
     at = src.index("< 1500;")  # the vocabulary loop of the last LayerNorm + lm_head kernel
-    lm_head = src[src.rindex("\nstatic ", 0, at):src.index("\n}\n", at)]
+    lm_head = src[src.rindex(KERNEL_START, 0, at):src.index("\n}\n", at)]
     # the LayerNorm of the last row is computed once into a local array, outside the vocabulary loop
     assert "float h" in lm_head and "[48];" in lm_head
     loop = lm_head.index("< 1500;")
@@ -56,11 +59,38 @@ def test_matvec_operands_are_hoisted_and_lm_head_runs_in_parallel():
     assert "sqrtf" not in inner and "cl_floormod" not in inner  # nothing but the dot product per row
     # GELU is evaluated once per hidden unit, not once per (hidden unit, output) pair
     gelu_in_reduction = 0
-    for fn in src.split("\nstatic ")[1:]:
+    for fn in src.split(KERNEL_START)[1:]:
         at = 0
         while (at := fn.find("reduction(+:", at) + 1) > 0:
             gelu_in_reduction += "0.044715f" in fn[at:fn.find("}", at)]
     assert "0.044715f" in src and gelu_in_reduction == 0
+
+
+def _parallel_conditions(src: str, marker: str) -> list[str]:
+    """The ``if(...)`` conditions of the parallel loops in the kernels whose body contains ``marker``."""
+    conds = []
+    for fn in src.split(KERNEL_START)[1:]:
+        if marker in fn:
+            conds += [if_clause(line.strip()) or "1" for line in fn.split("\n") if "omp parallel for" in line]
+    return conds
+
+
+def test_decode_attention_stays_serial_while_its_work_is_small():
+    """The work estimate adds the softmax's three (pos + seq)-long reductions instead of multiplying
+    them: at pos 8 the decode attention kernel (a few thousand flops) must not open a parallel region
+    (it cost 12 thread wake-ups per step, 1 ms at 2 threads against 0.07 ms serial), and a long
+    prefill still runs in parallel."""
+    graph, _, _ = _decoder()
+    src = lower_to_c(graph, threads=2).ctx.artifacts["c_source"]
+    conds = _parallel_conditions(src, "exp2f(")
+    assert conds, "the attention kernel should still be parallel for big sizes"
+
+    def active(cond: str, pos: int, seq: int) -> bool:
+        expr = cond.replace("&&", " and ").replace("||", " or ").replace("S_pos", str(pos)).replace("S_seq", str(seq))
+        return bool(eval(expr, {}))  # integer arithmetic and comparisons only
+
+    assert not any(active(c, pos=8, seq=1) for c in conds), conds
+    assert any(active(c, pos=0, seq=512) for c in conds), conds
 
 
 def test_float16_loads_are_exact_for_every_bit_pattern():
