@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from caten_lab.codegen.loopir import Assign, Comment, For, FunCall, Function, If, LoopProgram, Stmt
+from caten_lab.runtime.parallel_build import KERNEL_END, LINKAGE_MACRO, kernel_begin
 
 _INTS = ("int8_t", "uint8_t", "int32_t", "uint32_t", "int64_t")
 
@@ -26,8 +27,8 @@ def _prelude() -> str:
         "#endif",
         "/* kernel functions are static here; a parallel build (runtime/parallel_build.py) compiles them in",
         "   several translation units and defines this as hidden visibility: same code, same exports */",
-        "#ifndef CL_KERNEL_LINKAGE",
-        "#define CL_KERNEL_LINKAGE static",
+        f"#ifndef {LINKAGE_MACRO}",
+        f"#define {LINKAGE_MACRO} static",
         "#endif",
         "#define CK(i, n, tag) cl_check((int64_t)(i), (int64_t)(n), (tag), err)",
         "static inline int64_t cl_check(int64_t i, int64_t n, int64_t tag, int64_t *err) {",
@@ -99,10 +100,6 @@ def _prelude() -> str:
 
 
 PRELUDE = _prelude()
-# Each kernel function is bracketed by these lines (whole lines); runtime/parallel_build.py splits on
-# them to compile the kernels in parallel. Runtime does not import codegen: keep both in sync.
-KERNEL_BEGIN = "/* cl:kernel "  # + function name + " */"
-KERNEL_END = "/* cl:end */"
 
 
 @dataclass
@@ -132,7 +129,7 @@ def _signature(f: Function) -> str:
             params.append(f"{p.ctype} {p.name}")
     # noinline: the entry calls each kernel function once per layer; inlining them all would make the
     # C compiler's time grow with the number of layers instead of the number of unique kernels
-    return f"CL_KERNEL_LINKAGE __attribute__((noinline)) void {f.name}({', '.join(params)})"
+    return f"{LINKAGE_MACRO} __attribute__((noinline)) void {f.name}({', '.join(params)})"
 
 
 def _body(w: _Writer, body: list[Stmt], depth: int) -> None:
@@ -227,7 +224,7 @@ def render_c(program: LoopProgram, kernel_nodes: dict[str, list[int]]) -> Render
     kernel_lines: dict[str, tuple[int, int]] = {}
     for f in program.functions:
         nodes = kernel_nodes.get(f.name, [])
-        w.emit(f"{KERNEL_BEGIN}{f.name} */")  # markers for runtime/parallel_build.py: keep in sync
+        w.emit(kernel_begin(f.name))  # the markers runtime/parallel_build.py splits the file on
         first = len(w.lines) + 1
         w.emit(f"/* {', '.join(f.kernel_names[:4])}{' ...' if len(f.kernel_names) > 4 else ''} */", nodes)
         w.emit(_signature(f) + " {", nodes)

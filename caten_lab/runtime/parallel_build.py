@@ -2,7 +2,7 @@
 
 The C compiler dominates a cold compile (GPT-2 small: ~0.1 s of Python, ~1.5-2 s of gcc on one
 core), and almost all of that goes into the large kernel functions. ``codegen/render_c.py`` brackets
-every kernel function with two whole marker lines (runtime does not import codegen: keep in sync)::
+every kernel function with two whole marker lines (defined here, ``KERNEL_END`` and ``kernel_begin``; render_c imports them)::
 
     /* cl:kernel <function name> */
     ... the function ...
@@ -32,9 +32,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-_BEGIN = re.compile(r"/\* cl:kernel (\w+) \*/")
-_END = "/* cl:end */"
-_HIDDEN = '#define CL_KERNEL_LINKAGE __attribute__((visibility("hidden")))'
+# The contract with codegen/render_c.py, which imports these: marker lines around each kernel
+# function, and the macro its signature starts with.
+LINKAGE_MACRO = "CL_KERNEL_LINKAGE"
+KERNEL_END = "/* cl:end */"
+
+
+def kernel_begin(name: str) -> str:
+    """The marker line before kernel function ``name``."""
+    return f"/* cl:kernel {name} */"
+
+
+_BEGIN = re.compile(re.escape(kernel_begin("@")).replace("@", r"(\w+)"))
+_HIDDEN = f'#define {LINKAGE_MACRO} __attribute__((visibility("hidden")))'
 
 MIN_SPLIT_LINES = 300  # kernel lines; below, the extra compiler process and link cost more than they save
 MAX_PARTS = 8
@@ -57,7 +67,7 @@ def kernel_spans(lines: Sequence[str]) -> list[tuple[int, int]]:
             if start >= 0:
                 return []
             start = i
-        elif line == _END:
+        elif line == KERNEL_END:
             if start < 0:
                 return []
             spans.append((start, i))

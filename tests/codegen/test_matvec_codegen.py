@@ -14,8 +14,9 @@ from caten_lab.compiler import lower_to_c
 from caten_lab.config import from_env, settings
 from caten_lab.models.quantize import apply_weight_format
 from caten_lab.nn.gpt2 import GPT2, GPT2Config
+from caten_lab.runtime.parallel_build import LINKAGE_MACRO
 
-KERNEL_START = "\nCL_KERNEL_LINKAGE "  # how render_c begins every kernel function
+KERNEL_START = f"\n{LINKAGE_MACRO} "  # how render_c begins every kernel function
 
 
 def _decoder(fmt: str = "fp32", vocab: int = 211):
