@@ -1,7 +1,7 @@
 """A catalogue of every bad input caten_lab rejects, with the error it must give.
 
 Each case is (id, a zero-argument callable that must raise, the error type, words the message must
-contain). Later issues append their cases to CASES (frontend, models, workflow, notebook).
+contain). The cases of each area live in ``tests/bad_inputs/<area>.py`` and are collected here.
 """
 
 from __future__ import annotations
@@ -288,6 +288,11 @@ CASES: list[Case] = [
     ("passes: not a pass", pipeline_not_a_pass, CompileError, ("not a pass",)),
     ("passes: lowering before scheduling", pipeline_lowering_without_schedule, CompileError, ("schedule",)),
 ]
+
+
+from bad_inputs import caches, frontend, loaders, runtime, workflow  # noqa: E402
+
+CASES = CASES + runtime.CASES + caches.CASES + loaders.CASES + workflow.CASES + frontend.CASES
 
 
 @pytest.fixture(autouse=True)
