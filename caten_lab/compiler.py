@@ -386,14 +386,8 @@ def compile(  # noqa: A001 - the public name the contract asks for
             artifact_cache.store(cfg.cache_dir, key, (compiled_graph, arts))
     compile_s = time.perf_counter() - t0
     source = arts["c_source"]
-    if force:
-        from caten_lab.runtime.toolchain import library_key
-
-        stale = cfg.cache_dir / f"caten_{library_key(source, tc)}.so"
-        if stale.exists():
-            stale.unlink()
-    built = build_library(source, tc, cfg.cache_dir)
-    lib = Library(built.path)
+    built = build_library(source, tc, cfg.cache_dir, force=force)  # verified; force discards the cached one
+    lib = Library(built.load_path or built.path)
     prog = Program(
         graph, "c", safety, compiled_graph=compiled_graph, schedule=arts["schedule"], memory_plan=arts.get("memory_plan"), trace=pass_trace,
         c_source=source, source_map=arts["source_map"], kernel_lines=arts["kernel_lines"], loop_ir=arts.get("loop_ir"),

@@ -49,6 +49,16 @@ def _dec(v: Any) -> Any:
     return v
 
 
+def encode_value(v: Any) -> Any:
+    """An attribute-like value (int, float, str, bool, None, symbolic Expr, DType, tuple) as JSON data."""
+    return _enc(v)
+
+
+def decode_value(v: Any) -> Any:
+    """The inverse of :func:`encode_value` (tuples come back as tuples)."""
+    return _dec(v)
+
+
 def _enc_read(r: Any) -> Any:
     return str(r) if r.__class__ is Value else {"lit": _enc(r)}
 

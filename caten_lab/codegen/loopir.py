@@ -8,12 +8,30 @@ Expressions are kept as C-syntax strings built by the lowering (index arithmetic
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from caten_lab.air.serialize import decode_value, encode_value
 
 
 @dataclass
 class Stmt:
     nodes: tuple[int, ...] = ()
+
+    def to_json(self) -> dict:
+        """``{"stmt": class name, field: value, ...}``, nested bodies included (the artifact cache's format)."""
+        out: dict[str, Any] = {"stmt": type(self).__name__}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = [s.to_json() for s in v] if f.name in _BODIES else list(v) if f.name == "nodes" else v
+        return out
+
+    @staticmethod
+    def from_json(d: dict) -> Stmt:
+        cls = STMTS[d["stmt"]]
+        kw = {k: ([Stmt.from_json(s) for s in v] if k in _BODIES else tuple(v) if k == "nodes" else v)
+              for k, v in d.items() if k != "stmt"}
+        return cls(**kw)
 
 
 @dataclass
@@ -59,6 +77,10 @@ class Comment(Stmt):
     text: str = ""
 
 
+_BODIES = frozenset({"body", "then", "orelse"})
+STMTS: dict[str, type[Stmt]] = {c.__name__: c for c in (For, If, Assign, FunCall, Comment)}
+
+
 @dataclass
 class Param:
     name: str
@@ -66,6 +88,14 @@ class Param:
     pointer: bool = True
     const: bool = False
     buffer: str | None = None  # canonical role in the kernel (p0 = output)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "ctype": self.ctype, "pointer": self.pointer, "const": self.const,
+                "buffer": self.buffer}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Param:
+        return cls(**d)
 
 
 @dataclass
@@ -78,6 +108,17 @@ class Function:
     checks: list[int] = field(default_factory=list)  # check tag -> position of the AIR node in the kernel
     work: object = 1  # estimated element operations per call (int or symbolic), for the parallel decision
 
+    def to_json(self) -> dict:
+        return {"name": self.name, "params": [p.to_json() for p in self.params],
+                "body": [s.to_json() for s in self.body], "key": self.key, "kernel_names": list(self.kernel_names),
+                "checks": list(self.checks), "work": encode_value(self.work)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Function:
+        return cls(str(d["name"]), [Param.from_json(p) for p in d["params"]], [Stmt.from_json(s) for s in d["body"]],
+                   str(d["key"]), [str(k) for k in d["kernel_names"]], [int(c) for c in d["checks"]],
+                   decode_value(d["work"]))
+
 
 @dataclass
 class LoopProgram:
@@ -85,6 +126,16 @@ class LoopProgram:
     entry: Function
     symbols: list[str]
     buffers: list[str]  # the entry's buffer argument order
+
+    def to_json(self) -> dict:
+        """JSON-ready data (the artifact cache's format); :meth:`from_json` rebuilds an equal program."""
+        return {"functions": [f.to_json() for f in self.functions], "entry": self.entry.to_json(),
+                "symbols": list(self.symbols), "buffers": list(self.buffers)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> LoopProgram:
+        return cls([Function.from_json(f) for f in d["functions"]], Function.from_json(d["entry"]),
+                   [str(s) for s in d["symbols"]], [str(b) for b in d["buffers"]])
 
     def text(self) -> str:
         out: list[str] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from caten_lab.air.serialize import decode_value, encode_value
 from caten_lab.air.symbolic import Dim, evaluate
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.indexing import numel
@@ -32,6 +33,22 @@ class MemoryPlan:
 
     def slot_bytes(self, symbols: dict[str, int]) -> list[int]:
         return [max((evaluate(self.sizes[b], symbols) for b in members), default=0) for members in self.slots]
+
+    def to_json(self) -> dict:
+        """JSON-ready data (the artifact cache's format); :meth:`from_json` rebuilds an equal plan."""
+        return {"slots": [list(m) for m in self.slots], "slot_of": dict(self.slot_of),
+                "sizes": {b: encode_value(v) for b, v in self.sizes.items()},
+                "lifetimes": {b: list(v) for b, v in self.lifetimes.items()},
+                "peak_bytes_without_reuse": self.peak_bytes_without_reuse,
+                "peak_bytes_with_reuse": self.peak_bytes_with_reuse, "symbols_assumed": dict(self.symbols_assumed)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> MemoryPlan:
+        return cls([[str(b) for b in m] for m in d["slots"]], {str(b): int(s) for b, s in d["slot_of"].items()},
+                   {str(b): decode_value(v) for b, v in d["sizes"].items()},
+                   {str(b): (int(v[0]), int(v[1])) for b, v in d["lifetimes"].items()},
+                   int(d["peak_bytes_without_reuse"]), int(d["peak_bytes_with_reuse"]),
+                   {str(k): int(v) for k, v in d["symbols_assumed"].items()})
 
     def summary(self) -> dict:
         return {

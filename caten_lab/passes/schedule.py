@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
+from caten_lab.air import serialize
 from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE, OPS
 from caten_lab.air.symbolic import Dim, Expr
@@ -49,6 +50,14 @@ class BufferInfo:
     def itemsize(self) -> int:
         return self.dtype.itemsize
 
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": serialize.encode_value(tuple(self.shape)),
+                "dtype": self.dtype.value, "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, d: dict) -> BufferInfo:
+        return cls(str(d["name"]), tuple(serialize.decode_value(d["shape"])), DType(d["dtype"]), str(d["kind"]))
+
 
 @dataclass
 class Kernel:
@@ -68,6 +77,33 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<Kernel {self.name} {self.outputs} <- {self.inputs} ({len(self.node_ids)} nodes)>"
 
+    def to_json(self) -> dict:
+        return {"name": self.name, "graph": serialize.to_json(self.graph), "inputs": list(self.inputs),
+                "outputs": list(self.outputs), "node_ids": list(self.node_ids), "key": self.key,
+                "params": list(self.params), "kind": self.kind, "n_stages": self.n_stages}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Kernel:
+        """The kernel of :meth:`to_json`. Its graph is rebuilt from the JSON on first use of ``.graph``
+        (a compiled program never reads it; a warm compile of GPT-2 would spend most of its time here)."""
+        graph_json = d["graph"]
+        if not isinstance(graph_json, dict):
+            raise TypeError(f"kernel {d['name']!r}: graph must be an AIR JSON object")
+        k = cls(str(d["name"]), None, [str(x) for x in d["inputs"]],  # type: ignore[arg-type]
+                [str(x) for x in d["outputs"]], [int(x) for x in d["node_ids"]], str(d["key"]),
+                [str(x) for x in d["params"]], str(d["kind"]), int(d["n_stages"]))
+        del k.__dict__["graph"]
+        k.__dict__["_graph_json"] = graph_json
+        return k
+
+    def __getattr__(self, name: str) -> object:  # only reached for a graph not decoded yet
+        pending = self.__dict__.get("_graph_json") if name == "graph" else None
+        if pending is None:
+            raise AttributeError(name)
+        g = self.__dict__["graph"] = serialize.from_json(pending)
+        del self.__dict__["_graph_json"]
+        return g
+
 
 @dataclass
 class Schedule:
@@ -80,6 +116,20 @@ class Schedule:
 
     def unique_kernels(self) -> int:
         return len({k.key for k in self.kernels})
+
+    def to_json(self) -> dict:
+        """JSON-ready data (the artifact cache's format); :meth:`from_json` rebuilds an equal Schedule."""
+        return {"kernels": [k.to_json() for k in self.kernels], "buffers": [b.to_json() for b in self.buffers.values()],
+                "symbols": list(self.symbols), "outputs": list(self.outputs),
+                "state_writes": [[i, b] for i, b in self.state_writes.items()], "value_buffer": dict(self.value_buffer)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Schedule:
+        buffers = [BufferInfo.from_json(b) for b in d["buffers"]]
+        return cls([Kernel.from_json(k) for k in d["kernels"]], {b.name: b for b in buffers},
+                   [str(x) for x in d["symbols"]], [str(x) for x in d["outputs"]],
+                   {int(i): str(b) for i, b in d["state_writes"]},
+                   {str(k): str(v) for k, v in d["value_buffer"].items()})
 
     def summary(self) -> str:
         lines = [f"{len(self.kernels)} kernels ({self.unique_kernels()} unique), {len(self.buffers)} buffers"]

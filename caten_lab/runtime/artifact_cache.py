@@ -2,24 +2,65 @@
 
 The library cache (toolchain.py) is keyed by the C source, which means the passes must run to know
 the key. This second cache maps (graph structure, options, compiler code) to the pipeline's result
-(compiled graph + artifacts, pickled), so re-running a notebook or restarting a program loads the
-result and the library without lowering anything. The key includes a fingerprint of the compiler's
-own source files: editing a pass invalidates every entry. Writes are atomic (temp file + rename);
-an unreadable entry is ignored and rebuilt.
+(compiled graph + artifacts), so re-running a notebook or restarting a program loads the result and
+the library without lowering anything. The key includes a fingerprint of the compiler's own source
+files: editing a pass invalidates every entry.
+
+Format: ``artifacts_<key>.json`` is versioned JSON, never pickle (loading a cache entry runs no code):
+a one-line header (format, version, key, SHA-256 and size of the body) and the body: a line with the
+table of symbolic expressions, then a JSON object of the compiled graph (``air.serialize``) and every
+artifact, each through its class's ``to_json`` / ``from_json`` (:data:`CODECS`), expressions referred
+to by their index in the table. A result holding an artifact without a codec is not cached. A body
+that fails its hash or does not decode is discarded with a ``CacheWarning`` and rebuilt. Writes are
+atomic (temp file + rename). Pickles written by older versions (``artifacts_*.pkl``) are never
+opened; the first use of a cache directory deletes them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import pickle
-import tempfile
+import json
+import warnings
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from caten_lab.air import serialize
+from caten_lab.air.graph import Graph
+from caten_lab.air.symbolic import Expr
+from caten_lab.codegen.loopir import LoopProgram
+from caten_lab.passes.memory_plan import MemoryPlan
+from caten_lab.passes.schedule import Schedule
+from caten_lab.runtime.cache_files import CacheWarning, atomic_write, bad_entry, cache_root, sealed, unseal
+
 _COMPILER_PARTS = ("air", "passes", "codegen", "compiler.py", "config.py")
+FORMAT = "caten_lab.artifacts"
+VERSION = 1
+
+
+def _pairs(d: dict) -> dict[str, tuple[int, int]]:
+    return {str(k): (int(v[0]), int(v[1])) for k, v in d.items()}
+
+
+def _plain(v: Any) -> Any:
+    return v
+
+
+# artifact name -> (encode, decode); plain JSON values round-trip as they are
+CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "schedule": (Schedule.to_json, Schedule.from_json),
+    "loop_ir": (LoopProgram.to_json, LoopProgram.from_json),
+    "memory_plan": (MemoryPlan.to_json, MemoryPlan.from_json),
+    "c_source": (str, str),
+    "source_map": (_plain, lambda v: [[int(x) for x in row] for row in v]),
+    "kernel_lines": (_plain, _pairs),
+    "function_lines": (_plain, _pairs),
+    "kernel_nodes": (_plain, lambda v: {str(k): [int(x) for x in ids] for k, ids in v.items()}),
+    "loop_opts": (_plain, lambda v: {str(k): int(x) for k, x in v.items()}),
+    "graph_symbols": (_plain, lambda v: [str(s) for s in v]),
+}
 
 
 @lru_cache(maxsize=1)
@@ -41,26 +82,94 @@ def artifact_key(structure: str, **options: Any) -> str:
     return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
 
 
-def load(cache_dir: Path, key: str) -> Any | None:
-    path = Path(cache_dir) / f"artifacts_{key}.pkl"
-    try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except Exception:  # missing, truncated or from an incompatible build: recompile
+def entry_path(cache_dir: Path, key: str) -> Path:
+    return Path(cache_dir) / f"artifacts_{key}.json"
+
+
+def _intern(obj: Any, table: dict[str, int]) -> Any:
+    """``obj`` with every symbolic expression ``{"expr": ...}`` replaced by ``{"$e": index}`` into
+    ``table`` (JSON text -> index): a compiled graph repeats a few hundred expressions thousands of times,
+    and decoding each once keeps a warm compile fast."""
+    if isinstance(obj, dict):
+        if len(obj) == 1 and "expr" in obj:
+            return {"$e": table.setdefault(json.dumps(obj["expr"], separators=(",", ":")), len(table))}
+        return {k: _intern(v, table) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_intern(v, table) for v in obj]
+    return obj
+
+
+def encode(graph: Graph, artifacts: dict[str, Any]) -> bytes | None:
+    """The entry body for a pipeline result, or None when an artifact has no codec. Two JSON lines:
+    the expression table, then the graph and the artifacts."""
+    if any(name not in CODECS for name in artifacts):
         return None
+    body = {"graph": serialize.to_json(graph),
+            "artifacts": {name: CODECS[name][0](v) for name, v in artifacts.items()}}
+    table: dict[str, int] = {}
+    body = _intern(body, table)
+    exprs = "[" + ",".join(table) + "]"  # in index order (dicts keep insertion order)
+    return (exprs + "\n" + json.dumps(body, separators=(",", ":"), allow_nan=False)).encode()
 
 
-def store(cache_dir: Path, key: str, value: Any) -> None:
-    """Write atomically; a result that cannot be pickled is simply not cached."""
-    d = Path(cache_dir)
-    tmp: str | None = None
+def decode(body: bytes) -> tuple[Graph, dict[str, Any]]:
+    nl = body.index(b"\n")
+    exprs = [Expr.from_json({"expr": e}) for e in json.loads(body[:nl])]
+
+    def hook(d: dict) -> Any:
+        return exprs[d["$e"]] if len(d) == 1 and "$e" in d else d
+
+    obj = json.loads(body[nl + 1 :], object_hook=hook)
+    arts = {name: CODECS[name][1](v) for name, v in obj["artifacts"].items()}
+    return serialize.from_json(obj["graph"]), arts
+
+
+def load(cache_dir: Path, key: str) -> tuple[Graph, dict[str, Any]] | None:
+    """The cached (compiled graph, artifacts) for ``key``, or None (a miss, or a damaged entry: that one
+    is deleted with a warning and the caller compiles afresh)."""
+    path = entry_path(cache_root(cache_dir), key)
     try:
-        d.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".artifacts_", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, d / f"artifacts_{key}.pkl")
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        bad_entry(path, exc.strerror or str(exc))
+        return None
+    try:
+        head, body = unseal(FORMAT, VERSION, data)
+        if head.get("key") != key:
+            raise ValueError("it belongs to another key")
+        return decode(body)
+    except Exception as exc:  # noqa: BLE001 - a bad hash, malformed JSON, or an AirError from a graph that does not validate
+        bad_entry(path, str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}")
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return None
+
+
+def store(cache_dir: Path, key: str, value: tuple[Graph, dict[str, Any]]) -> bool:
+    """Write atomically; True if written. A result that cannot be encoded, or a write that fails
+    (e.g. a full disk), is simply not cached (one warning per process for a failed write)."""
+    graph, artifacts = value
+    body = encode(graph, artifacts)
+    if body is None:
+        return False
+    d = cache_root(cache_dir)
+    try:
+        atomic_write(entry_path(d, key), sealed(FORMAT, VERSION, body, key=key))
+    except OSError as exc:
+        _warn_unwritable(d, exc)
+        return False
+    return True
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_unwritable(d: Path, exc: OSError) -> None:
+    if str(d) not in _WARNED:
+        _WARNED.add(str(d))
+        warnings.warn(CacheWarning(f"compile results cannot be cached in {d} ({exc.strerror or exc}); "
+                                   "every compile in this process runs the passes",
+                                   hint="free disk space or set CATEN_CACHE_DIR to a writable directory"),
+                      stacklevel=3)

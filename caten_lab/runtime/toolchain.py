@@ -7,28 +7,48 @@
 - Libraries are cached in ``config().cache_dir`` under hash(source + flags + compiler version + cpu id)
   and written atomically (temp file + ``os.replace``): two processes compiling the same program both
   succeed and the cache never holds a half-written file.
+- Every library has a sidecar ``caten_<key>.so.sha256`` (its SHA-256 and size, written before the
+  library is renamed into place). A cache hit reads the library once, checks it against the sidecar
+  and hands back a private copy of exactly the bytes it checked (``Built.load_path``, one per content
+  per process): a truncated or overwritten library is discarded and rebuilt with a
+  :class:`~caten_lab.runtime.cache_files.CacheWarning`, and nothing that failed the check is ever
+  loaded. ``toolchains.json`` is checked the same way (a digest of its entries and the known flags).
 - A big multi-kernel source is compiled as one translation unit per CPU (up to 8) in parallel and
   linked (``parallel_build``); the cache key and the cached ``.c`` are those of the one-file build.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from caten_lab.errors import CompileError
+from caten_lab.runtime.cache_files import (
+    atomic_write,
+    bad_entry,
+    cache_root,
+    cache_write_error,
+    digest,
+    publish,
+)
 from caten_lab.runtime.parallel_build import compile_parts, kernel_spans, part_count, split_source
 
 BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=gnu11", "-fwrapv", "-fno-math-errno"]
+MINIMAL_FLAGS = ["-O2", "-fPIC", "-shared"]  # when a base flag is not supported
+PROBES_FORMAT = "caten_lab.toolchains"
+PROBES_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -93,6 +113,7 @@ def toolchain(cc: str, cache_dir: Path) -> Toolchain:
     hit = _TOOLCHAINS.get(key)
     if hit is not None:
         return hit
+    cache_dir = cache_root(cache_dir)
     cmd = shlex.split(cc)
     if not cmd:
         raise _missing(cc, ValueError("empty command"))
@@ -106,17 +127,13 @@ def toolchain(cc: str, cache_dir: Path) -> Toolchain:
     cpu = cpu_id()
     probe_file = cache_dir / "toolchains.json"
     pkey = hashlib.blake2b(f"{cc}|{version}|{cpu}".encode(), digest_size=8).hexdigest()
-    known: dict = {}
-    try:
-        known = json.loads(probe_file.read_text())
-    except (OSError, ValueError):
-        known = {}
+    known = read_probes(probe_file)
     info = known.get(pkey)
     if info is None:
         base = [*BASE_FLAGS]
         if not _probe(cmd, base, _PLAIN_PROBE):
             # maybe a flag is unsupported: fall back to the bare minimum
-            base = ["-O2", "-fPIC", "-shared"]
+            base = [*MINIMAL_FLAGS]
             if not _probe(cmd, base, _PLAIN_PROBE):
                 raise CompileError(f"C compiler {cc!r} ({version}) cannot build a shared library",
                                    hint="check the compiler installation, or use backend='numpy'")
@@ -124,7 +141,8 @@ def toolchain(cc: str, cache_dir: Path) -> Toolchain:
                 "simd": _probe(cmd, [*base, "-fopenmp-simd"], _PLAIN_PROBE),
                 "native": bool(cpu) and _probe(cmd, [*base, "-march=native"], _PLAIN_PROBE)}
         known[pkey] = info
-        _atomic_write(probe_file, json.dumps(known, indent=1).encode())
+        with contextlib.suppress(OSError):  # not remembered: probed again next time
+            atomic_write(probe_file, probes_json(known))
     flags = list(info["base"])
     if info["openmp"]:
         flags.append("-fopenmp")
@@ -137,17 +155,48 @@ def toolchain(cc: str, cache_dir: Path) -> Toolchain:
     return tc
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp_", suffix=path.suffix)
+def _entries_digest(entries: dict) -> str:
+    return digest(json.dumps(entries, sort_keys=True).encode())
+
+
+def probes_json(entries: dict) -> bytes:
+    """``toolchains.json``: the probe results per (cc, version, cpu) and a digest of them."""
+    return json.dumps({"format": PROBES_FORMAT, "version": PROBES_VERSION, "entries": entries,
+                       "sha256": _entries_digest(entries)}, indent=1).encode()
+
+
+def _valid_probe(info: object) -> bool:
+    return (isinstance(info, dict) and set(info) == {"base", "openmp", "simd", "native"}
+            and info["base"] in (BASE_FLAGS, MINIMAL_FLAGS)
+            and all(type(info[k]) is bool for k in ("openmp", "simd", "native")))
+
+
+def read_probes(path: Path) -> dict:
+    """The remembered probe results; {} when there are none. A file that fails its digest or holds
+    anything but the known flag sets is discarded with a warning (its compiler flags are not used)."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
+        raw = path.read_bytes()
+    except OSError:
+        return {}
+    try:
+        obj = json.loads(raw)
+        if isinstance(obj, dict) and "format" not in obj:
+            return {}  # the unversioned layout of older versions: probe again, quietly
+        if not isinstance(obj, dict) or obj.get("format") != PROBES_FORMAT:
+            raise ValueError("not a toolchains file")
+        if obj.get("version") != PROBES_VERSION:
+            return {}  # an older layout: probe again, quietly
+        entries = obj.get("entries")
+        if not isinstance(entries, dict) or obj.get("sha256") != _entries_digest(entries):
+            raise ValueError("content does not match its SHA-256")
+        if not all(_valid_probe(v) for v in entries.values()):
+            raise ValueError("unknown compiler flags")
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        bad_entry(path, str(exc))
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+            path.unlink()
+        return {}
+    return entries
 
 
 def library_key(source: str, tc: Toolchain) -> str:
@@ -156,10 +205,12 @@ def library_key(source: str, tc: Toolchain) -> str:
 
 @dataclass
 class Built:
-    path: Path
+    path: Path  # the library in the cache (its C source is beside it, ``.c`` for ``.so``)
     cc_s: float
     cached: bool
     key: str
+    load_path: Path | None = None  # a private copy of the verified bytes: dlopen this one
+    sha256: str = ""
 
 
 def _parts(source: str, tc: Toolchain) -> int:
@@ -169,21 +220,98 @@ def _parts(source: str, tc: Toolchain) -> int:
     return part_count(kernel_spans(source.split("\n")))
 
 
-def build_library(source: str, tc: Toolchain, cache_dir: Path) -> Built:
-    """The shared library for ``source``: from the disk cache, or compiled now (atomically).
+def sidecar(path: Path) -> Path:
+    """``caten_<key>.so.sha256``: the library's SHA-256 and size."""
+    return path.with_name(path.name + ".sha256")
 
-    A big multi-kernel source is compiled as several translation units in parallel and linked
-    (``parallel_build``); the cache key and the cached ``.c`` (the full source) do not depend on that.
+
+def _verified(path: Path) -> bytes | None:
+    """The library's bytes when they match its sidecar; None when there is no entry. A damaged entry
+    (or one without a sidecar) is deleted, with a warning when there was evidence of damage."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        bad_entry(path, exc.strerror or str(exc))
+        data = None
+    if data is not None:
+        try:
+            want = sidecar(path).read_text().split()
+        except FileNotFoundError:
+            want = None  # an entry of an older version, or a writer that died in between: rebuild quietly
+        except (OSError, UnicodeDecodeError) as exc:
+            want = ["?", str(exc)]
+        if want is not None:
+            if len(want) == 2 and want[0] == digest(data) and want[1] == str(len(data)):
+                return data
+            bad_entry(path, f"{len(data)} bytes that do not match {sidecar(path).name}")
+    for p in (path, sidecar(path)):
+        with contextlib.suppress(OSError):
+            p.unlink()
+    return None
+
+
+_LOADABLE: dict[str, Path] = {}  # sha256 -> this process's private copy of those bytes
+_LOAD_DIRS: dict[str, Path] = {}  # cache dir -> this process's directory of copies (removed at exit)
+_LOADABLE_LOCK = threading.Lock()
+
+
+def _loadable(cache_dir: Path, data: bytes, sha: str) -> Path:
+    """A private file holding exactly ``data`` (made once per content and process, in one directory
+    per process under the cache dir, removed at exit): what is dlopened can never be a file that
+    changed after it was checked."""
+    with _LOADABLE_LOCK:
+        hit = _LOADABLE.get(sha)
+        if hit is not None and hit.exists():
+            return hit
+        try:
+            d = _LOAD_DIRS.get(str(cache_dir))
+            if d is None or not d.is_dir():
+                if not _LOAD_DIRS:
+                    atexit.register(_remove_loadable)
+                d = _LOAD_DIRS[str(cache_dir)] = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".tmp_load_"))
+            path = d / f"{sha}.so"
+            with open(path, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise cache_write_error(cache_dir, exc) from None
+        _LOADABLE[sha] = path
+        return path
+
+
+def _remove_loadable() -> None:
+    for d in _LOAD_DIRS.values():
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def build_library(source: str, tc: Toolchain, cache_dir: Path, *, force: bool = False) -> Built:
+    """The shared library for ``source``: from the disk cache (verified), or compiled now (atomically).
+
+    ``force`` discards a cached library first. A big multi-kernel source is compiled as several
+    translation units in parallel and linked (``parallel_build``); the cache key and the cached ``.c``
+    (the full source) do not depend on that.
     """
+    cache_dir = cache_root(cache_dir)
     key = library_key(source, tc)
     path = cache_dir / f"caten_{key}.so"
-    if path.exists():
-        return Built(path, 0.0, True, key)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_c = tempfile.mkstemp(dir=cache_dir, prefix=".tmp_", suffix=".c")
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
+    if force:
+        for p in (path, sidecar(path)):
+            with contextlib.suppress(OSError):
+                p.unlink()
+    data = _verified(path)
+    if data is not None:
+        sha = digest(data)
+        return Built(path, 0.0, True, key, _loadable(cache_dir, data, sha), sha)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp_c = tempfile.mkstemp(dir=cache_dir, prefix=".tmp_", suffix=".c")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+    except OSError as exc:
+        raise cache_write_error(cache_dir, exc) from None
     tmp_so = tmp_c[:-2] + ".so"
+    tmp_sum = tmp_c[:-2] + ".sha256"
     t0 = time.perf_counter()
     try:
         parts = split_source(source, _parts(source, tc), tmp_c)
@@ -198,14 +326,24 @@ def build_library(source: str, tc: Toolchain, cache_dir: Path) -> Built:
         cc_s = time.perf_counter() - t0
         if status != 0:
             raise compile_failure(output, source, tc)
-        os.replace(tmp_so, path)
-        os.replace(tmp_c, cache_dir / f"caten_{key}.c")
+        try:
+            with open(tmp_so, "rb") as f:
+                data = f.read()
+            sha = digest(data)
+            with open(tmp_sum, "w") as f:
+                f.write(f"{sha} {len(data)}\n")
+            # the sidecar first: a reader never sees a new library with an old sidecar from this writer
+            publish(tmp_sum, sidecar(path))
+            os.replace(tmp_so, path)  # the linker gave it the umask's executable mode
+            publish(tmp_c, cache_dir / f"caten_{key}.c")
+        except OSError as exc:
+            raise cache_write_error(cache_dir, exc) from None
     finally:
-        for p in (tmp_c, tmp_so):
+        for p in (tmp_c, tmp_so, tmp_sum):
             if os.path.exists(p):
                 with contextlib.suppress(OSError):
                     os.unlink(p)
-    return Built(path, cc_s, False, key)
+    return Built(path, cc_s, False, key, _loadable(cache_dir, data, sha), sha)
 
 
 def compile_failure(message: str, source: str, tc: Toolchain) -> CompileError:

@@ -20,7 +20,7 @@ def test_warm_compile_loads_artifacts_and_matches(tmp_path, monkeypatch):
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
     with settings(cache_dir=tmp_path):
         cold = compile(_graph())
-        assert list(tmp_path.glob("artifacts_*.pkl"))
+        assert list(tmp_path.glob("artifacts_*.json"))
 
         def fail(*a, **k):
             raise AssertionError("the passes ran although the result was cached")
@@ -35,8 +35,8 @@ def test_warm_compile_loads_artifacts_and_matches(tmp_path, monkeypatch):
 def test_corrupt_entry_is_rebuilt_and_tracing_bypasses_the_cache(tmp_path):
     with settings(cache_dir=tmp_path):
         compile(_graph())
-        for f in tmp_path.glob("artifacts_*.pkl"):
-            f.write_bytes(b"not a pickle")
+        for f in tmp_path.glob("artifacts_*.json"):
+            f.write_bytes(b"not a cache entry")
         prog = compile(_graph())
         assert prog.c_source
         traced = compile(_graph(), trace=True)
@@ -70,5 +70,5 @@ def test_a_changed_tuning_constant_is_a_different_cache_entry(tmp_path, monkeypa
         monkeypatch.setattr(lanes, "ENABLED", False)
         plain = compile(g)
         assert plain.c_source != split  # not the cached program built with the lanes split
-        assert len(list(tmp_path.glob("artifacts_*.pkl"))) == 2
+        assert len(list(tmp_path.glob("artifacts_*.json"))) == 2
         np.testing.assert_allclose(run(g, inputs)[0][..., 0], inputs["x"] @ inputs["w"].T, rtol=1e-5, atol=1e-5)
