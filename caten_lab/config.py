@@ -25,7 +25,8 @@ ENV_VARS = {
     "CATEN_BACKEND": "backend: 'c' (compile to C, default) or 'numpy' (the reference interpreter)",
     "CATEN_SAFETY": "safety level 0 (no checks), 1 (cheap Python checks, default), 2 (every index checked in C)",
     "CATEN_DEBUG": "debug level: 0 silent, 1 compile summary, 2 + C source path, 3 + pass timings",
-    "CATEN_CACHE_DIR": "directory of compiled libraries (default ~/.cache/caten_lab)",
+    "CATEN_CACHE_DIR": "directory of compiled libraries (default ~/.cache/caten_lab; made if missing; an unusable "
+                       "one is an error, an unusable default falls back to a temporary directory)",
     "CC": "C compiler command (default 'cc')",
     "CATEN_THREADS": "OpenMP threads for compiled programs (default: os.cpu_count())",
     "CATEN_TRACE": "1 to record a PassTrace for every compile (default 0)",
@@ -53,6 +54,9 @@ class Config:
             raise CatenError(f"safety must be 0, 1 or 2, got {self.safety!r}")
         if not isinstance(self.threads, int) or self.threads < 1:
             raise CatenError(f"threads must be a positive int, got {self.threads!r}")
+        if not isinstance(self.cache_dir, Path):
+            raise CatenError(f"cache_dir must be a path, got {self.cache_dir!r}",
+                             hint="settings(cache_dir='/some/dir') or CATEN_CACHE_DIR=/some/dir")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -115,7 +119,11 @@ def settings(**overrides: Any) -> Iterator[Config]:
     if unknown:
         raise CatenError(f"unknown setting(s) {sorted(unknown)}", hint=f"known settings: {', '.join(sorted(_FIELDS))}")
     if "cache_dir" in overrides and overrides["cache_dir"] is not None:
-        overrides["cache_dir"] = Path(overrides["cache_dir"]).expanduser()
+        raw = overrides["cache_dir"]
+        if not isinstance(raw, (str, os.PathLike)) or str(raw).strip() == "":
+            raise CatenError(f"cache_dir must be a path, got {raw!r}",
+                             hint="settings(cache_dir='/some/dir'); the directory is made if missing")
+        overrides["cache_dir"] = Path(raw).expanduser()
     merged = {**(_overrides.get() or {}), **{k: v for k, v in overrides.items() if v is not None}}
     cfg = dataclasses.replace(from_env(), **merged)  # validates
     token = _overrides.set(merged)

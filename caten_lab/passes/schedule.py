@@ -121,7 +121,7 @@ class Schedule:
         """JSON-ready data (the artifact cache's format); :meth:`from_json` rebuilds an equal Schedule."""
         return {"kernels": [k.to_json() for k in self.kernels], "buffers": [b.to_json() for b in self.buffers.values()],
                 "symbols": list(self.symbols), "outputs": list(self.outputs),
-                "state_writes": [[i, b] for i, b in self.state_writes.items()], "value_buffer": dict(self.value_buffer)}
+                "state_writes": [[i, b] for i, b in self.state_writes.items()], "value_buffer": {str(v): b for v, b in self.value_buffer.items()}}
 
     @classmethod
     def from_json(cls, d: dict) -> Schedule:
@@ -129,7 +129,7 @@ class Schedule:
         return cls([Kernel.from_json(k) for k in d["kernels"]], {b.name: b for b in buffers},
                    [str(x) for x in d["symbols"]], [str(x) for x in d["outputs"]],
                    {int(i): str(b) for i, b in d["state_writes"]},
-                   {str(k): str(v) for k, v in d["value_buffer"].items()})
+                   {Value.parse(k): str(b) for k, b in d["value_buffer"].items()})
 
     def summary(self) -> str:
         lines = [f"{len(self.kernels)} kernels ({self.unique_kernels()} unique), {len(self.buffers)} buffers"]
