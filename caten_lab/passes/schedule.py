@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from caten_lab.air import serialize
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
-from caten_lab.air import serialize
 from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE, OPS
 from caten_lab.air.symbolic import Dim, Expr

@@ -282,3 +282,62 @@ def test_without_a_mapped_writer_the_entry_is_written_after_converting(model_dir
     warm = GPT2Runner.from_pretrained(model_dir, weight_format="int8")
     assert warm.weights_cache == "hit"
     _assert_bitwise(_logits(warm), _logits(cold))
+
+
+def _damage_middle_of_largest_tensor(p):
+    """Change bytes in the middle of the largest tensor, in place, where no sampled check looked."""
+    import json
+
+    with open(p, "r+b") as f:
+        head = f.read(16)
+        hlen = int.from_bytes(head[8:], "little")
+        header = json.loads(f.read(hlen))
+        start = -(-(16 + hlen) // 64) * 64
+        t = max(header["tensors"], key=lambda t: t["nbytes"])
+        assert t["nbytes"] > 3 * 4096
+        f.seek(start + t["offset"] + t["nbytes"] // 2)
+        f.write(b"\x7f" * 64)
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "int8"])
+def test_damage_inside_a_tensor_is_detected_by_the_full_hash(model_dir, fmt):
+    """Before: only each tensor's first/last 4 KB were hashed, so this entry loaded as a hit and the
+    logits were silently wrong."""
+    from caten_lab.runtime.cache_files import CacheWarning
+
+    cold = GPT2Runner.from_pretrained(model_dir, weight_format=fmt)
+    ref = _logits(cold)
+    entry = _entry(model_dir, fmt)
+    assert prepared_weights.stamp_path(entry).is_file()  # verified when written
+    _damage_middle_of_largest_tensor(entry)
+    with pytest.warns(CacheWarning, match=f"{entry.name}.*SHA-256"):
+        rebuilt = GPT2Runner.from_pretrained(model_dir, weight_format=fmt)
+    assert rebuilt.weights_cache == "invalid"
+    _assert_bitwise(_logits(rebuilt), ref)
+    again = GPT2Runner.from_pretrained(model_dir, weight_format=fmt)
+    assert again.weights_cache == "hit"
+    _assert_bitwise(_logits(again), ref)
+
+
+def test_a_stamped_entry_is_not_hashed_again_until_it_changes(model_dir, monkeypatch):
+    GPT2Runner.from_pretrained(model_dir, weight_format="fp16")
+    entry = _entry(model_dir, "fp16")
+    assert entry.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    calls = []
+    real = prepared_weights._content_digest
+    monkeypatch.setattr(prepared_weights, "_content_digest", lambda *a: calls.append(1) or real(*a))
+    assert GPT2Runner.from_pretrained(model_dir, weight_format="fp16").weights_cache == "hit"
+    assert calls == []  # the stamp matched the entry's stat: no hash
+    with open(entry, "r+b") as f:  # an in-place write of the same bytes changes the ctime
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(b)
+    assert GPT2Runner.from_pretrained(model_dir, weight_format="fp16").weights_cache == "hit"
+    assert calls == [1]  # hashed again (and it still matches)
+
+
+def _umask():
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
