@@ -68,6 +68,8 @@ _ROOTS: dict[str, Path] = {}
 def _unusable(d: Path) -> str | None:
     """Why ``d`` cannot hold the cache, or None when it can (made if missing; a probe file is written)."""
     try:
+        if d.exists() and not d.is_dir():
+            return "it is a file, not a directory"
         d.mkdir(parents=True, exist_ok=True)
         if not d.is_dir():
             return "it is not a directory"

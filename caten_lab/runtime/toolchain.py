@@ -107,6 +107,11 @@ _OMP_PROBE = "#include <omp.h>\nint caten_probe(void){int s=0;\n#pragma omp para
 _PLAIN_PROBE = "int caten_probe(int x){return x+1;}\n"
 
 
+def forget_toolchains() -> None:
+    """Drop this process's probe results (the next ``toolchain`` call reads ``toolchains.json`` again)."""
+    _TOOLCHAINS.clear()
+
+
 def toolchain(cc: str, cache_dir: Path) -> Toolchain:
     """Probe ``cc`` (once per process; OpenMP/-march results are remembered in ``cache_dir``)."""
     key = (cc, str(cache_dir))

@@ -261,12 +261,12 @@ def test_toolchains_json_with_unknown_flags_is_not_used(tmp_path: Path) -> None:
         info["base"] = ["-O3", "-fPIC", "-shared", "-fplugin=/tmp/evil.so"]
     obj["sha256"] = cache_files.digest(json.dumps(obj["entries"], sort_keys=True).encode())  # a consistent digest
     probe.write_text(json.dumps(obj))
-    toolchain._TOOLCHAINS.clear()
+    toolchain.forget_toolchains()
     with pytest.warns(CacheWarning, match="unknown compiler flags"):
         tc = toolchain.toolchain("cc", tmp_path)
     assert not any("plugin" in f for f in tc.flags)
     probe.write_text(probe.read_text().replace('"openmp": true', '"openmp": false', 1))  # digest now wrong
-    toolchain._TOOLCHAINS.clear()
+    toolchain.forget_toolchains()
     with pytest.warns(CacheWarning, match="toolchains.json.*SHA-256"):
         toolchain.toolchain("cc", tmp_path)
 
