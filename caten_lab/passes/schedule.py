@@ -86,9 +86,9 @@ class Kernel:
     def from_json(cls, d: dict) -> Kernel:
         """The kernel of :meth:`to_json`. Its graph is rebuilt from the JSON on first use of ``.graph``
         (a compiled program never reads it; a warm compile of GPT-2 would spend most of its time here)."""
-        graph_json = d["graph"]
-        if not isinstance(graph_json, dict):
-            raise TypeError(f"kernel {d['name']!r}: graph must be an AIR JSON object")
+        graph_json = d["graph"]  # the object, or its JSON text (parsed when first used)
+        if not isinstance(graph_json, (dict, str)):
+            raise TypeError(f"kernel {d['name']!r}: graph must be an AIR JSON object or its text")
         k = cls(str(d["name"]), None, [str(x) for x in d["inputs"]],  # type: ignore[arg-type]
                 [str(x) for x in d["outputs"]], [int(x) for x in d["node_ids"]], str(d["key"]),
                 [str(x) for x in d["params"]], str(d["kind"]), int(d["n_stages"]))

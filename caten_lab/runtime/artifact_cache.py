@@ -10,7 +10,8 @@ Format: ``artifacts_<key>.json`` is versioned JSON, never pickle (loading a cach
 a one-line header (format, version, key, SHA-256 and size of the body) and the body: a line with the
 table of symbolic expressions, then a JSON object of the compiled graph (``air.serialize``) and every
 artifact, each through its class's ``to_json`` / ``from_json`` (:data:`CODECS`), expressions referred
-to by their index in the table. A result holding an artifact without a codec is not cached. A body
+to by their index in the table. Kernel graphs are kept as JSON text and parsed when first used (a
+compiled program never reads them). A result holding an artifact without a codec is not cached. A body
 that fails its hash or does not decode is discarded with a ``CacheWarning`` and rebuilt. Writes are
 atomic (temp file + rename). Pickles written by older versions (``artifacts_*.pkl``) are never
 opened; the first use of a cache directory deletes them.
@@ -106,6 +107,8 @@ def encode(graph: Graph, artifacts: dict[str, Any]) -> bytes | None:
         return None
     body = {"graph": serialize.to_json(graph),
             "artifacts": {name: CODECS[name][0](v) for name, v in artifacts.items()}}
+    for k in body["artifacts"].get("schedule", {}).get("kernels", ()):
+        k["graph"] = json.dumps(k["graph"], separators=(",", ":"), allow_nan=False)  # parsed when first used
     table: dict[str, int] = {}
     body = _intern(body, table)
     exprs = "[" + ",".join(table) + "]"  # in index order (dicts keep insertion order)
