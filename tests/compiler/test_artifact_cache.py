@@ -1,11 +1,13 @@
 """The compile-result cache: a warm compile skips the passes and gives the same program."""
 
 import numpy as np
+import pytest
 
 from caten_lab.air import Graph
 from caten_lab.compiler import compile
 from caten_lab.config import settings
 from caten_lab.runtime import artifact_cache
+from caten_lab.runtime.cache_files import CacheWarning
 
 
 def _graph() -> Graph:
@@ -37,7 +39,8 @@ def test_corrupt_entry_is_rebuilt_and_tracing_bypasses_the_cache(tmp_path):
         compile(_graph())
         for f in tmp_path.glob("artifacts_*.json"):
             f.write_bytes(b"not a cache entry")
-        prog = compile(_graph())
+        with pytest.warns(CacheWarning, match="artifacts_.*damaged"):
+            prog = compile(_graph())
         assert prog.c_source
         traced = compile(_graph(), trace=True)
         assert traced.trace is not None and len(traced.trace.records) > 0

@@ -187,9 +187,13 @@ def _empty(p):
 def test_damaged_entry_is_rebuilt_and_logits_stay_correct(model_dir, fmt, damage):
     cold = GPT2Runner.from_pretrained(model_dir, weight_format=fmt)
     ref = _logits(cold)
-    damage(_entry(model_dir, fmt))
+    from caten_lab.runtime.cache_files import CacheWarning
+
+    entry = _entry(model_dir, fmt)
+    damage(entry)
     h0, m0, i0, s0 = _stats()
-    rebuilt = GPT2Runner.from_pretrained(model_dir, weight_format=fmt)
+    with pytest.warns(CacheWarning, match=entry.name):
+        rebuilt = GPT2Runner.from_pretrained(model_dir, weight_format=fmt)
     assert rebuilt.weights_cache == "invalid"
     assert _stats() == (h0, m0, i0 + 1, s0 + 1)
     _assert_bitwise(_logits(rebuilt), ref)
