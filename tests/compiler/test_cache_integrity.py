@@ -124,6 +124,24 @@ def test_the_loaded_library_is_a_private_copy_of_the_verified_bytes(tmp_path: Pa
     assert built.load_path.read_bytes() == so.read_bytes()
     assert built.sha256 == cache_files.digest(so.read_bytes())
     assert (tmp_path / (so.name + ".sha256")).read_text().split() == [built.sha256, str(so.stat().st_size)]
+    good = so.read_bytes()
+    so.write_bytes(b"\0" * len(good))  # the cache file changes after the check ...
+    assert built.load_path.read_bytes() == good  # ... what gets loaded does not
+
+
+def test_two_processes_building_the_same_library_agree(tmp_path: Path) -> None:
+    """The race: both build and publish; the builds are identical, so each sidecar matches either
+    library and no later process sees damage."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CATEN_CACHE_DIR": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=REPO, env=env) for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.startswith("ok 0"), out + err
+    third = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, cwd=REPO, env=env,
+                           timeout=300)
+    assert third.returncode == 0 and third.stdout.startswith("ok 0"), third.stdout + third.stderr
+    assert len(list(tmp_path.glob("caten_*.so"))) == 1 and not list(tmp_path.glob(".tmp_*"))
 
 
 def test_a_library_without_its_sidecar_is_rebuilt_quietly(tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
