@@ -92,7 +92,7 @@ def _intern(obj: Any, table: dict[str, int]) -> Any:
     ``table`` (JSON text -> index): a compiled graph repeats a few hundred expressions thousands of times,
     and decoding each once keeps a warm compile fast."""
     if isinstance(obj, dict):
-        if len(obj) == 1 and "expr" in obj:
+        if len(obj) == 1 and isinstance(obj.get("expr"), list):  # Expr.to_json (a symbol named "expr" maps to an int)
             return {"$e": table.setdefault(json.dumps(obj["expr"], separators=(",", ":")), len(table))}
         return {k: _intern(v, table) for k, v in obj.items()}
     if isinstance(obj, list):

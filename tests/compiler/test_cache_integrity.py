@@ -383,3 +383,21 @@ def test_a_full_disk_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
             pytest.raises(CatenError, match="No space left on device") as ei:
         compile(_graph())
     assert "CATEN_CACHE_DIR" in str(ei.value) and "free some disk space" in str(ei.value)
+
+
+def test_a_symbol_named_like_the_format_keys_round_trips(tmp_path: Path) -> None:
+    """The memory plan's symbols_assumed is {"expr": 64} here: not to be mistaken for an expression."""
+    from caten_lab.air import Sym
+
+    g = Graph()
+    x = g.insert("allocate", [], shape=(Sym("expr"), 4), dtype="float32", name="x")
+    g.mark_output(g.insert("exp2", [g.insert("neg", [x])]))
+    xs = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    with settings(cache_dir=tmp_path):
+        cold = compile(g)
+        clear_cache()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CacheWarning)
+            warm = compile(g)
+    assert warm.memory_plan == cold.memory_plan and warm.memory_plan.symbols_assumed == {"expr": 64}
+    np.testing.assert_allclose(warm({"x": xs})[0], np.exp2(-xs), rtol=1e-6)
