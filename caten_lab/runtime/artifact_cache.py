@@ -87,17 +87,20 @@ def entry_path(cache_dir: Path, key: str) -> Path:
     return Path(cache_dir) / f"artifacts_{key}.json"
 
 
-def _intern(obj: Any, table: dict[str, int]) -> Any:
-    """``obj`` with every symbolic expression ``{"expr": ...}`` replaced by ``{"$e": index}`` into
-    ``table`` (JSON text -> index): a compiled graph repeats a few hundred expressions thousands of times,
-    and decoding each once keeps a warm compile fast."""
-    if isinstance(obj, dict):
-        if len(obj) == 1 and isinstance(obj.get("expr"), list):  # Expr.to_json (a symbol named "expr" maps to an int)
-            return {"$e": table.setdefault(json.dumps(obj["expr"], separators=(",", ":")), len(table))}
-        return {k: _intern(v, table) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_intern(v, table) for v in obj]
-    return obj
+def _intern(obj: Any, table: dict[str, tuple[int, Any]]) -> Any:
+    """``obj`` with every symbolic expression ``{"expr": [...]}`` replaced by ``{"$e": index}`` into
+    ``table`` (repr -> (index, payload)): a compiled graph repeats a few hundred expressions thousands
+    of times, and decoding each once keeps a warm compile fast."""
+    if type(obj) is dict:
+        if len(obj) == 1:
+            e = obj.get("expr")
+            if type(e) is list:  # Expr.to_json (a symbol named "expr" maps to an int)
+                hit = table.get(r := repr(e))
+                if hit is None:
+                    hit = table[r] = (len(table), e)
+                return {"$e": hit[0]}
+        return {k: _intern(v, table) if type(v) in (dict, list) else v for k, v in obj.items()}
+    return [_intern(v, table) if type(v) in (dict, list) else v for v in obj]
 
 
 def encode(graph: Graph, artifacts: dict[str, Any]) -> bytes | None:
@@ -109,9 +112,12 @@ def encode(graph: Graph, artifacts: dict[str, Any]) -> bytes | None:
             "artifacts": {name: CODECS[name][0](v) for name, v in artifacts.items()}}
     for k in body["artifacts"].get("schedule", {}).get("kernels", ()):
         k["graph"] = json.dumps(k["graph"], separators=(",", ":"), allow_nan=False)  # parsed when first used
-    table: dict[str, int] = {}
-    body = _intern(body, table)
-    exprs = "[" + ",".join(table) + "]"  # in index order (dicts keep insertion order)
+    table: dict[str, tuple[int, Any]] = {}
+    body["graph"] = _intern(body["graph"], table)  # where the repeated expressions are (not the loop IR)
+    for name in ("schedule", "memory_plan"):
+        if name in body["artifacts"]:
+            body["artifacts"][name] = _intern(body["artifacts"][name], table)
+    exprs = json.dumps([e for _, e in table.values()], separators=(",", ":"))  # in index order
     return (exprs + "\n" + json.dumps(body, separators=(",", ":"), allow_nan=False)).encode()
 
 
