@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -330,6 +331,8 @@ def build_library(source: str, tc: Toolchain, cache_dir: Path, *, force: bool = 
             raise _missing(" ".join(tc.cc), exc) from None
         cc_s = time.perf_counter() - t0
         if status != 0:
+            if os.strerror(errno.ENOSPC) in (output or ""):  # the compiler could not write into the cache
+                raise cache_write_error(cache_dir, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
             raise compile_failure(output, source, tc)
         try:
             with open(tmp_so, "rb") as f:

@@ -401,3 +401,15 @@ def test_a_symbol_named_like_the_format_keys_round_trips(tmp_path: Path) -> None
             warm = compile(g)
     assert warm.memory_plan == cold.memory_plan and warm.memory_plan.symbols_assumed == {"expr": 64}
     np.testing.assert_allclose(warm({"x": xs})[0], np.exp2(-xs), rtol=1e-6)
+
+
+def test_a_compiler_that_runs_out_of_disk_is_a_cache_error_not_a_codegen_bug(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Simulated: the linker reports ENOSPC while writing the library into the cache."""
+    src = "int caten_probe(int x) { return x; }\n"
+    tc = toolchain.toolchain("cc", tmp_path)
+    full = subprocess.CompletedProcess([], 1, "", "/usr/bin/ld: final link failed: No space left on device\n")
+    monkeypatch.setattr(toolchain, "_run", lambda *a, **k: full)
+    with pytest.raises(CatenError, match="No space left on device") as ei:
+        toolchain.build_library(src, tc, tmp_path)
+    assert "CATEN_CACHE_DIR" in str(ei.value) and "code generation bug" not in str(ei.value)
