@@ -62,6 +62,7 @@ def symbol_sources(shapes: Mapping[str, tuple]) -> list[tuple[str, int, int, str
             if (s := _single_symbol(d)) is not None]
 
 
+ERR_INDEX, ERR_DIV0 = 1, 2  # err[0] of a run: codegen/render_c.py (CK) and codegen/c/int_div.h
 SYMBOL_MAX = 2**62 - 1  # symbols are int64 in the generated C; this leaves room for index arithmetic
 
 
@@ -327,6 +328,13 @@ class Program:
         elif node_id is not None:
             what = f" (AIR node {node_id})"
         kname = k.name if k is not None else f"#{call}"
+        if int(err[0]) == ERR_DIV0:
+            return RuntimeCheckError(
+                f"integer division by zero in kernel {kname}{what}",
+                where=where,
+                hint="an integer // or % on a tensor has a zero divisor: replace the zeros before dividing; "
+                     "the program was stopped",
+            )
         return RuntimeCheckError(
             f"out-of-bounds access in kernel {kname}: index {index} outside a buffer of {size} elements{what}",
             where=where,

@@ -150,9 +150,17 @@ def condition_text(e: Dim) -> str:
 
 
 def _plain(d: Dim) -> str:
-    text = str(d)
-    return text[1:-1] if text.startswith("(") and text.endswith(")") and isinstance(d, Expr) and len(d.terms) > 1 \
-        else text
+    """A dimension as a user writes it: ``n - 5`` rather than ``((-5) + n)``."""
+    if isinstance(d, int):
+        return str(d)
+    terms = sorted(d.terms, key=lambda mc: (mc[1] < 0, mc[0] == ()))
+    out = ""
+    for i, (m, c) in enumerate(terms):
+        mono = str(Expr.make({m: 1})) if m else ""
+        mag = abs(c)
+        body = mono if mag == 1 and mono else f"{mag}*{mono}" if mono else str(mag)
+        out += (body if c > 0 else f"-{body}") if i == 0 else (f" + {body}" if c > 0 else f" - {body}")
+    return out
 
 
 def _shape_text(shape: tuple) -> str:
@@ -169,7 +177,7 @@ def _error(e: Dim, site: Site, sym: Mapping[str, int]) -> SymbolError:
     cond = condition_text(e)
     if site.kind == "dim":
         return SymbolError(
-            f"{site.op} (node {site.node_id}) would get a negative dimension {site.lo} = "
+            f"{site.op} (node {site.node_id}) would get a negative dimension {_plain(site.lo)} = "
             f"{evaluate(site.lo, sym)} under {values}: it needs {cond}",
             where=site.source,
             hint=f"choose symbol values with {cond} (a slice whose end comes before its start?)",
