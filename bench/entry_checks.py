@@ -11,8 +11,9 @@ with random weights), at safety 0, 1 and 2 side by side:
 - ``call_us``: one whole call (decode step for GPT-2: one token at pos 16);
 - ``decode_tok_s``: greedy decode tokens/s over ``--tokens`` new tokens (GPT-2 rows).
 
-Each row runs in this process; the machine's other load shows up in ``call_us`` and ``decode_tok_s``
-more than in the entry times (many short repetitions, median of 5 batches).
+Everything runs in this process: a warm-up round, then ``--rounds`` rounds, each measuring every
+safety level in turn (so a burst of load on a shared machine hits all levels alike); the table shows
+the median over the rounds (each entry time itself the median of 5 batches of many calls).
 
     python bench/entry_checks.py --quick --json out.json
 """
@@ -54,8 +55,17 @@ def measure(prog, inputs: dict, sym: dict, n: int) -> dict:  # noqa: ANN001
     if hasattr(prog, "_enter"):
         row["entry_us"] = per_call_us(lambda: prog._enter(inputs, sym), n)
         row["windows_us"] = per_call_us(lambda: prog.entry.check(sym), n)
-    row["call_us"] = per_call_us(lambda: prog(inputs, sym), max(1, n // 20))
+    row["call_us"] = per_call_us(lambda: prog(inputs, sym), max(5, n // 10))
     return row
+
+
+def median_rows(rounds: list[dict]) -> dict:
+    """The median of each measured number over the rounds (the other keys from the first round)."""
+    out = dict(rounds[0])
+    for k, v in rounds[0].items():
+        if isinstance(v, float):
+            out[k] = statistics.median(r[k] for r in rounds)
+    return out
 
 
 def kv_program(safety: int):  # noqa: ANN201
@@ -82,21 +92,30 @@ def small_model_dir(root: Path) -> Path:
     return d
 
 
-def gpt2_row(model_dir: Path, safety: int, n: int, tokens: int) -> dict:
-    from caten_lab.models.gpt2 import GPT2Runner
+class GPT2Case:
+    """One runner (weights loaded once) and its decode program compiled at each safety level."""
 
-    with settings(safety=safety):
-        runner = GPT2Runner.from_pretrained(model_dir)
-        prog = runner.compile()
-    runner.reset()
-    runner.forward(PROMPT, 0)
-    inputs = {**runner.arrays, runner.tokens_name: np.array([[3]], np.int64)}
-    row = measure(prog, inputs, {"seq": 1, "pos": len(PROMPT)}, n)
-    runner.reset()
-    runner.generate(PROMPT, tokens)
-    row["decode_tok_s"] = runner.stats.decode_tok_s
-    row["inputs"] = len(prog.input_shapes)
-    return row
+    def __init__(self, model_dir: Path) -> None:
+        from caten_lab.models.gpt2 import GPT2Runner
+
+        self.runner = GPT2Runner.from_pretrained(model_dir)
+        self.programs = {}
+        for safety in (0, 1, 2):
+            with settings(safety=safety):
+                self.programs[safety] = self.runner.compile()
+
+    def row(self, safety: int, n: int, tokens: int) -> dict:
+        r = self.runner
+        prog = r._program = self.programs[safety]
+        r.reset()
+        r.forward(PROMPT, 0)
+        inputs = {**r.arrays, r.tokens_name: np.array([[3]], np.int64)}
+        row = measure(prog, inputs, {"seq": 1, "pos": len(PROMPT)}, n)
+        r.reset()
+        r.generate(PROMPT, tokens)
+        row["decode_tok_s"] = r.stats.decode_tok_s
+        row["inputs"] = len(prog.input_shapes)
+        return row
 
 
 def main() -> None:
@@ -104,19 +123,44 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="the bundled tiny GPT-2 only, fewer repetitions")
     ap.add_argument("--json", type=Path, help="write the rows here")
     ap.add_argument("--tokens", type=int, default=0, help="decode tokens per GPT-2 row (default 32; --quick 24)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="OpenMP threads of the compiled programs (default 1: steadier on a shared machine)")
+    ap.add_argument("--rounds", type=int, default=0, help="measured rounds per row, median reported (default 5; --quick 3)")
     args = ap.parse_args()
     n = 400 if args.quick else 2000
     tokens = args.tokens or (24 if args.quick else 32)
+    args.rounds = args.rounds or (3 if args.quick else 5)
     models = [("gpt2-tiny (assets, 4x128)", REPO / "assets" / "tiny_gpt2")]
     tmp = tempfile.TemporaryDirectory()
     if not args.quick:
         models.append(("gpt2-small dims (12x768)", small_model_dir(Path(tmp.name))))
-    rows = []
-    for safety in (0, 1, 2):
-        prog, inputs, sym = kv_program(safety)
-        rows.append({"program": "kv-cache example", "safety": safety, **measure(prog, inputs, sym, n)})
-        for name, d in models:
-            rows.append({"program": name, "safety": safety, **gpt2_row(d, safety, n // 4, tokens)})
+    with settings(threads=args.threads):
+        rows = measure_all(args, n, tokens, models)
+    print_table(rows)
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "quick": args.quick, "rounds": args.rounds,
+                                         "threads": args.threads}, indent=2))
+    tmp.cleanup()
+
+
+def measure_all(args: argparse.Namespace, n: int, tokens: int, models: list) -> list[dict]:
+    kv = {safety: kv_program(safety) for safety in (0, 1, 2)}
+    cases = [(name, GPT2Case(d)) for name, d in models]
+    rounds: dict[tuple[str, int], list[dict]] = {}
+    for rnd in range(args.rounds + 1):  # round 0 warms up (first calls, page faults, OpenMP threads)
+        for safety in (0, 1, 2):  # interleaved, so a burst of load on the shared machine hits every level
+            prog, inputs, sym = kv[safety]
+            r = {"program": "kv-cache example", "safety": safety, **measure(prog, inputs, sym, n)}
+            if rnd:
+                rounds.setdefault(("kv", safety), []).append(r)
+            for name, case in cases:
+                r = {"program": name, "safety": safety, **case.row(safety, n // 4, tokens)}
+                if rnd:
+                    rounds.setdefault((name, safety), []).append(r)
+    return [median_rows(rs) for rs in rounds.values()]
+
+
+def print_table(rows: list[dict]) -> None:
     cols = ["program", "safety", "conditions", "entry_us", "windows_us", "call_us", "decode_tok_s"]
     print(" | ".join(f"{c:>14}" if i else f"{c:<26}" for i, c in enumerate(cols)))
     for r in sorted(rows, key=lambda r: (r["program"], r["safety"])):
@@ -126,9 +170,6 @@ def main() -> None:
             text = "-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)
             cells.append(f"{text:>14}" if i else f"{text:<26}")
         print(" | ".join(cells))
-    if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "quick": args.quick}, indent=2))
-    tmp.cleanup()
 
 
 if __name__ == "__main__":

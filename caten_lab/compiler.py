@@ -9,6 +9,7 @@ place into the caller's array. ``run(graph, inputs)`` compiles once per structur
 from __future__ import annotations
 
 import gc
+import operator
 import threading
 import time
 from collections import OrderedDict
@@ -29,6 +30,8 @@ from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule, graph_symbols
 from caten_lab.runtime.fastcall import input_array, output_array
 from caten_lab.tuning import tuning_knobs
+
+_SHAPE = operator.attrgetter("shape")
 
 __all__ = ["compile", "run", "Program", "default_pipeline", "clear_cache", "lower_to_c"]
 
@@ -138,6 +141,9 @@ class Program:
         self._static_shapes = {k: tuple(s) for k, s in self._shape_only.items() if all(type(d) is int for d in s)}
         # (name, shape when static else None, declared shape): the per-call shape check walks this table
         self._input_table = [(k, self._static_shapes.get(k), tuple(s)) for k, s in self._shape_only.items()]
+        self._input_names = tuple(self._shape_only)
+        self._want_shapes = tuple(w for _, w, _ in self._input_table)  # None where symbolic
+        self._symbolic_shapes = [(i, shape) for i, (_, w, shape) in enumerate(self._input_table) if w is None]
         self.entry: EntryChecks = entry_checks(self.graph, self.compiled_graph)
 
     # ---- running -------------------------------------------------------------------------
@@ -156,8 +162,8 @@ class Program:
         NumPy backend): input shapes equal to the declared ones under the binding, no unknown input, and
         :attr:`entry` (every symbolic window inside its buffer, no negative dimension). O(inputs +
         distinct window conditions); the kernels' own index checks are safety 2."""
-        missing = [n for n in self.input_shapes if n not in inputs]
-        if missing:
+        if not all(map(inputs.__contains__, self._input_names)):
+            missing = [n for n in self._input_names if n not in inputs]
             name = missing[0]
             shape, dtype = self.input_shapes[name]
             raise CatenError(
@@ -171,6 +177,25 @@ class Program:
         return sym
 
     def _check_inputs(self, inputs: Mapping[str, Any], sym: Mapping[str, int]) -> None:
+        """Every input's shape equals its declared shape under ``sym``, and no input is unknown. The common
+        case (all NumPy arrays, all right) is one tuple compare built by C-level map calls."""
+        want: Any = self._want_shapes
+        if self._symbolic_shapes:
+            want = list(want)
+            for i, shape in self._symbolic_shapes:
+                want[i] = tuple(evaluate(d, sym) for d in shape)
+            want = tuple(want)
+        try:
+            ok = tuple(map(_SHAPE, map(inputs.__getitem__, self._input_names))) == want
+        except (KeyError, AttributeError):  # an input missing, or not an array: the detailed loop says which
+            ok = False
+        if not ok:
+            self._check_inputs_one_by_one(inputs, sym)
+        if len(inputs) > len(self._input_table):
+            unknown = set(inputs) - set(self.input_shapes)
+            raise CatenError(f"unknown input(s) {sorted(unknown)}", hint=f"inputs of this program: {sorted(self.input_shapes)}")
+
+    def _check_inputs_one_by_one(self, inputs: Mapping[str, Any], sym: Mapping[str, int]) -> None:
         for name, want, shape in self._input_table:
             a = inputs.get(name)
             if a is None:
@@ -185,9 +210,6 @@ class Program:
             if got != want:
                 raise ShapeError(f"input {name!r}: expected shape {want}, got {tuple(got)}",
                                  hint="check the array or the symbol values")
-        if len(inputs) > len(self._input_table):
-            unknown = set(inputs) - set(self.input_shapes)
-            raise CatenError(f"unknown input(s) {sorted(unknown)}", hint=f"inputs of this program: {sorted(self.input_shapes)}")
 
     def _state_array(self, name: str, inputs: Mapping[str, Any]) -> np.ndarray:
         arr = inputs[name]
