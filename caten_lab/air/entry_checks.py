@@ -195,40 +195,56 @@ def _error(e: Dim, site: Site, sym: Mapping[str, int]) -> SymbolError:
     )
 
 
-def _windowed(g: Graph, n: Node) -> Iterable[Site]:
+def _windowed(g: Graph, n: Node, memo: dict) -> Iterable[tuple[Dim, Site]]:
+    """The (normalized condition, site) pairs of one view/store. The symbolic arithmetic is done once per
+    distinct window (``memo``): the layers of a transformer repeat the same windows."""
     a = n.attrs
     src = g.producer_of(n.reads[0])
     if src is None:
         return
-    dims = (*a.shape, *a.strides, a.offset, *src.shape, *(x for lh in (getattr(a, "mask", None) or ()) for x in lh))
-    if not any(isinstance(d, Expr) for d in dims):
-        return  # a static window: checked when the node was made
-    ext = _window_extent(tuple(a.shape), tuple(a.strides), a.offset, getattr(a, "mask", None))
-    if ext is None:
+    mask = getattr(a, "mask", None)
+    key = (a.shape, a.strides, a.offset, mask, src.shape)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _window_conditions(*key)
+    if not hit:
         return
-    lo, hi, guards = ext
-    size = _numel(src.shape)
+    guards, lo, hi, size, conds = hit
     name = src.attrs.name if src.op == "allocate" else None
-    yield Site("low", n.id, n.op, n.source, guards, lo, hi, size, name, tuple(src.shape))
-    yield Site("high", n.id, n.op, n.source, guards, lo, hi, size, name, tuple(src.shape))
+    for kind, e in conds:
+        yield e, Site(kind, n.id, n.op, n.source, guards, lo, hi, size, name, tuple(src.shape))
 
 
-def _sites(g: Graph, live: set[int] | None) -> Iterable[tuple[Dim, Site]]:
-    for n in g.toposort():
+def _window_conditions(shape: tuple, strides: tuple, offset: Dim, mask: tuple | None, src_shape: tuple) -> tuple:
+    """(guards, lo, hi, size, [(kind, normalized condition)]) of a window, or () when it needs nothing."""
+    dims = (*shape, *strides, offset, *src_shape, *(x for lh in (mask or ()) for x in lh))
+    if not any(isinstance(d, Expr) for d in dims):
+        return ()  # a static window: checked when the node was made
+    ext = _window_extent(tuple(shape), tuple(strides), offset, mask)
+    if ext is None:
+        return ()
+    lo, hi, guards = ext
+    size = _numel(src_shape)
+    conds = [(kind, _normalized(e)) for kind, e in (("low", lo), ("high", size - 1 - hi))
+             if not _provably_nonnegative(e)]
+    return (guards, lo, hi, size, conds) if conds else ()
+
+
+def _sites(g: Graph, live: set[int] | None, memo: dict) -> Iterable[tuple[Dim, Site]]:
+    seen_dims: set[Dim] = set()  # dimensions already known to need nothing
+    for n in g:
         if live is not None and n.id not in live:
             continue
-        shapes = [n.shape]
-        if n.op in ("view", "store"):
-            shapes.append(n.attrs.shape)
-        for shape in shapes:
+        windowed = n.op in ("view", "store")
+        for shape in ((n.shape, n.attrs.shape) if windowed else (n.shape,)):
             for d in shape:
-                if isinstance(d, Expr) and not _provably_nonnegative(d):
-                    yield d, Site("dim", n.id, n.op, n.source, (), d, d, 0, None, tuple(shape))
-        if n.op in ("view", "store"):
-            for site in _windowed(g, n):
-                e = site.lo if site.kind == "low" else site.size - 1 - site.hi
-                if not _provably_nonnegative(e):
-                    yield e, site
+                if d.__class__ is Expr and d not in seen_dims:
+                    if _provably_nonnegative(d):
+                        seen_dims.add(d)
+                    else:
+                        yield _normalized(d), Site("dim", n.id, n.op, n.source, (), d, d, 0, None, tuple(shape))
+        if windowed:
+            yield from _windowed(g, n, memo)
 
 
 def entry_checks(*graphs: Graph | None, live_only: bool = True) -> EntryChecks:
@@ -236,15 +252,17 @@ def entry_checks(*graphs: Graph | None, live_only: bool = True) -> EntryChecks:
 
     Only nodes the outputs depend on count when ``live_only`` (a dead window never runs). Dimension
     conditions come first (a negative dimension is the root cause), sites of earlier graphs before later
-    ones (the user's own node is named when it has the condition too). O(nodes) once per graph.
+    ones (the user's own node is named when it has the condition too). O(nodes) once per graph, with the
+    symbolic arithmetic done once per distinct window.
     """
     dims: dict[Dim, list[Site]] = {}
     windows: dict[Dim, list[Site]] = {}
+    memo: dict = {}
     for g in graphs:
         if g is None:
             continue
         live = g.live_nodes() if live_only else None
-        for e, site in _sites(g, live):
-            (dims if site.kind == "dim" else windows).setdefault(_normalized(e), []).append(site)
+        for e, site in _sites(g, live, memo):
+            (dims if site.kind == "dim" else windows).setdefault(e, []).append(site)
     conds = [(e, tuple(s)) for e, s in dims.items()] + [(e, tuple(s)) for e, s in windows.items()]
     return EntryChecks(conds)
