@@ -71,9 +71,13 @@ def _window_extent(shape: tuple, strides: tuple, offset: Dim, mask: tuple | None
         extent: Dim = n
         if mask is not None:
             mlo, mhi = mask[i]
-            if not (isinstance(mlo, int) and mlo <= 0):
+            if _provably_nonnegative(mlo):
+                first = mlo
+            elif not _provably_nonnegative(-mlo):  # (a mask starting at or before 0 starts at 0)
                 first = smax(0, mlo)
-            if not (mhi == n or (isinstance(mhi, int) and isinstance(n, int) and mhi >= n)):
+            if _provably_nonnegative(n - mhi):
+                last = mhi - 1
+            elif not _provably_nonnegative(mhi - n):  # (a mask ending at or past n ends at n)
                 last = smin(n, mhi) - 1
             extent = last - first + 1
         if isinstance(extent, int):
