@@ -238,3 +238,18 @@ def test_integer_division_is_unchecked_at_safety_0_and_by_a_nonzero_constant() -
     g0, arrays0, _ = _div_graph("%", 0)  # a zero constant is checked
     with pytest.raises(RuntimeCheckError, match="integer division by zero"):
         compile(g0, backend="c", safety=1)(arrays0)
+
+
+@pytest.mark.parametrize("backend", ["c", "numpy"])
+def test_symbolic_cat_and_pad_need_no_condition_and_match_numpy(backend: str) -> None:
+    n, m = Sym("n"), Sym("m")
+    x = placeholder((n, 2), "float32", name="x")
+    y = placeholder((m, 2), "float32", name="y")
+    g, _ = build_graph([Tensor.cat([x, y], 0).pad((0, 0, 1, 2)) * 2])
+    prog = compile(g, backend=backend)
+    assert prog.entry.describe() == []  # masks inside their axes: nothing to check per call
+    for rows_x, rows_y in ((3, 4), (0, 2), (2, 0)):
+        xs = np.arange(rows_x * 2, dtype=np.float32).reshape(rows_x, 2)
+        ys = -np.arange(rows_y * 2, dtype=np.float32).reshape(rows_y, 2)
+        want = np.pad(np.concatenate([xs, ys]), ((1, 2), (0, 0))) * 2
+        np.testing.assert_array_equal(prog({"x": xs, "y": ys})[0], want)
