@@ -9,7 +9,9 @@ with random weights), at safety 0, 1 and 2 side by side:
 - ``windows_us``: of that, the window/dimension conditions alone (``program.entry.check``);
 - ``conditions``: how many distinct conditions the program has (``len(program.entry)``);
 - ``call_us``: one whole call (decode step for GPT-2: one token at pos 16);
-- ``decode_tok_s``: greedy decode tokens/s over ``--tokens`` new tokens (GPT-2 rows).
+- ``decode_tok_s``: greedy decode tokens/s over ``--tokens`` new tokens (GPT-2 rows);
+- ``same_c_as_safety_0``: whether the generated C equals the safety-0 program's (then the two differ
+  only by the entry checks; safety 1 adds C only for integer ``//``/``%`` by a non-constant divisor).
 
 Everything runs in this process: a warm-up round, then ``--rounds`` rounds, each measuring every
 safety level in turn (so a burst of load on a shared machine hits all levels alike); the table shows
@@ -115,6 +117,7 @@ class GPT2Case:
         r.generate(PROMPT, tokens)
         row["decode_tok_s"] = r.stats.decode_tok_s
         row["inputs"] = len(prog.input_shapes)
+        row["same_c_as_safety_0"] = prog.c_source == self.programs[0].c_source
         return row
 
 
@@ -150,7 +153,8 @@ def measure_all(args: argparse.Namespace, n: int, tokens: int, models: list) -> 
     for rnd in range(args.rounds + 1):  # round 0 warms up (first calls, page faults, OpenMP threads)
         for safety in (0, 1, 2):  # interleaved, so a burst of load on the shared machine hits every level
             prog, inputs, sym = kv[safety]
-            r = {"program": "kv-cache example", "safety": safety, **measure(prog, inputs, sym, n)}
+            r = {"program": "kv-cache example", "safety": safety, **measure(prog, inputs, sym, n),
+                 "inputs": len(prog.input_shapes), "same_c_as_safety_0": prog.c_source == kv[0][0].c_source}
             if rnd:
                 rounds.setdefault(("kv", safety), []).append(r)
             for name, case in cases:
@@ -161,7 +165,8 @@ def measure_all(args: argparse.Namespace, n: int, tokens: int, models: list) -> 
 
 
 def print_table(rows: list[dict]) -> None:
-    cols = ["program", "safety", "conditions", "entry_us", "windows_us", "call_us", "decode_tok_s"]
+    cols = ["program", "safety", "inputs", "conditions", "entry_us", "windows_us", "call_us", "decode_tok_s",
+            "same_c_as_safety_0"]
     print(" | ".join(f"{c:>14}" if i else f"{c:<26}" for i, c in enumerate(cols)))
     for r in sorted(rows, key=lambda r: (r["program"], r["safety"])):
         cells = []
