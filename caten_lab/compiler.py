@@ -275,7 +275,7 @@ class Program:
         inter = self._intermediates(sym)
         for name, kind, npdt, shape in self._buffer_plan:
             if kind == "input":
-                arrays[name] = input_array(name, inputs[name], npdt)
+                arrays[name] = input_array(name, inputs[name], npdt, tuple(evaluate(d, sym) for d in shape))
             elif kind == "state":
                 arrays[name] = self._state_array(name, inputs)
             elif kind == "output":

@@ -109,12 +109,16 @@ class EntryChecks:
 
     def check(self, sym: Mapping[str, int]) -> None:
         """Raise SymbolError when ``sym`` violates a condition that a non-empty window or a dimension needs."""
-        for e, sites in self.conditions:
-            if (e if e.__class__ is int else e.evaluate(sym)) >= 0:  # type: ignore[union-attr]
-                continue
-            for site in sites:
-                if all(evaluate(g, sym) > 0 for g in site.guards):
-                    raise _error(e, site, sym)
+        try:
+            for e, sites in self.conditions:
+                if (e if e.__class__ is int else e.evaluate(sym)) >= 0:  # type: ignore[union-attr]
+                    continue
+                for site in sites:
+                    if all(evaluate(g, sym) > 0 for g in site.guards):
+                        raise _error(e, site, sym)
+        except ZeroDivisionError:  # a symbolic // or % whose divisor is 0 under this binding
+            raise SymbolError(f"a shape or window divides by a symbol that is 0 under {dict(sym)}",
+                              hint="bind the symbols to values that make every divisor positive") from None
 
     def describe(self) -> list[str]:
         """One line per condition, e.g. ``pos + seq <= 128  (store at model.py:12, 'cache')``."""

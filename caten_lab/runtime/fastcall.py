@@ -22,15 +22,17 @@ from typing import Any
 import numpy as np
 
 from caten_lab.air.symbolic import evaluate
-from caten_lab.errors import CatenError
+from caten_lab.errors import CatenError, ShapeError
 from caten_lab.runtime.library import FFI
 
 
-def input_array(name: str, a: Any, npdt: np.dtype) -> np.ndarray:
+def input_array(name: str, a: Any, npdt: np.dtype, shape: tuple | None = None) -> np.ndarray:
     """``a`` as a C-contiguous array of ``npdt``: ``a`` itself when it is one, else a converted copy.
 
     A conversion that would change values is refused: float to int or bool, int to bool, or a wider
-    integer whose values do not fit (NumPy would truncate or wrap without a word)."""
+    integer whose values do not fit (NumPy would truncate or wrap without a word). With ``shape``, a
+    converted copy must have it (the entry's shape check reads ``.shape``, which an object that is not
+    an array may report differently from the array it converts to)."""
     if type(a) is np.ndarray and a.dtype == npdt and a.flags.c_contiguous:
         return a
     try:
@@ -54,7 +56,11 @@ def input_array(name: str, a: Any, npdt: np.dtype) -> np.ndarray:
                     f"({info.min}..{info.max})",
                     hint="the values would wrap around: check the array",
                 )
-    return np.ascontiguousarray(src, dtype=want)
+    out = np.ascontiguousarray(src, dtype=want)
+    if shape is not None and out.shape != shape:
+        raise ShapeError(f"input {name!r}: expected shape {shape}, got {out.shape} (after conversion to an array)",
+                         hint="pass a NumPy array")
+    return out
 
 
 def output_array(name: str, shape: tuple, npdt: np.dtype) -> np.ndarray:
@@ -121,7 +127,7 @@ class FastCall:
             if is_state:
                 arr = state_array(name, inputs)
             else:
-                arr = input_array(name, a, self.infos[i].dtype.np)
+                arr = input_array(name, a, self.infos[i].dtype.np, self._shape(i, sym))
             self._bind(i, arr)
             if arr is not a:  # a converted copy must be made again next call (the source may change)
                 self.bound[i] = None

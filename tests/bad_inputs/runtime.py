@@ -130,6 +130,15 @@ def _int_input(x: object):  # noqa: ANN202
     return case
 
 
+class _LyingShape:
+    """Reports shape (3,) but converts to 100 elements."""
+
+    shape = (3,)
+
+    def __array__(self, dtype=None, copy=None):  # noqa: ANN001, ANN204
+        return np.zeros(100, np.int32)
+
+
 def huge_output() -> None:
     g = Graph()
     n = Sym("n")
@@ -176,5 +185,7 @@ CASES: list[Case] = [
     ("runtime: int64 input outside int32", _int_input(np.array([0, 1, 2**40])), CatenError,
      ("'x' holds values", "outside the program's int32")),
     ("runtime: input that is not an array", _int_input(["a", "b", "c"]), CatenError, ("'x'", "change its values")),
+    ("runtime: object whose .shape differs from its array", _int_input(_LyingShape()), ShapeError,
+     ("'x'", "expected shape (3,)", "after conversion")),
     ("runtime: output too large to allocate", huge_output, CatenError, ("cannot be allocated", "symbol values")),
 ]
