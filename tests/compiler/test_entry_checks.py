@@ -147,6 +147,14 @@ def test_gpt2_decode_program_has_a_handful_of_conditions(tiny_runner) -> None:  
     assert conds == ["pos + seq <= 256", "1 <= seq"]  # 4 layers x (k, v) x (store, read) + wpe: one
 
 
+def test_gpt2_decode_kernels_have_no_integer_division(tiny_runner) -> None:  # noqa: ANN001
+    """The division-by-zero checks of safety 1 cost decode nothing: its kernels divide no integers."""
+    src = tiny_runner.program.c_source
+    kernels = src.split("__attribute__((noinline)) void", 1)[1]
+    assert tiny_runner.program.safety == 1
+    assert "cl_idiv" not in kernels and "cl_imod" not in kernels
+
+
 # ---- argument buffers ------------------------------------------------------------------------
 
 
