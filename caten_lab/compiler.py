@@ -9,6 +9,7 @@ place into the caller's array. ``run(graph, inputs)`` compiles once per structur
 from __future__ import annotations
 
 import gc
+import operator
 import threading
 import time
 from collections import OrderedDict
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from caten_lab.air.entry_checks import EntryChecks, entry_checks
 from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.interpreter import interpret
 from caten_lab.air.symbolic import Expr, evaluate
@@ -26,7 +28,10 @@ from caten_lab.errors import CatenError, RuntimeCheckError, ShapeError, SymbolEr
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule, graph_symbols
+from caten_lab.runtime.fastcall import input_array, output_array
 from caten_lab.tuning import tuning_knobs
+
+_SHAPE = operator.attrgetter("shape")
 
 __all__ = ["compile", "run", "Program", "default_pipeline", "clear_cache", "lower_to_c"]
 
@@ -60,17 +65,25 @@ def symbol_sources(shapes: Mapping[str, tuple]) -> list[tuple[str, int, int, str
             if (s := _single_symbol(d)) is not None]
 
 
+ERR_INDEX, ERR_DIV0 = 1, 2  # err[0] of a run: codegen/render_c.py (CK) and codegen/c/int_div.h
+SYMBOL_MAX = 2**62 - 1  # symbols are int64 in the generated C; this leaves room for index arithmetic
+
+
 def bind_symbols(
     names: list[str], shapes: Mapping[str, tuple], inputs: Mapping[str, Any], symbols: Mapping[str, int] | None,
     sources: list[tuple[str, int, int, str]] | None = None,
 ) -> dict[str, int]:
     """Symbol values: those given, plus any read off an input whose dimension is a bare symbol."""
     out: dict[str, int] = {}
-    if symbols and all(s in symbols for s in names) and all(type(v) is int and v >= 0 for v in symbols.values()):
+    if symbols and all(s in symbols for s in names) and all(
+            type(v) is int and 0 <= v <= SYMBOL_MAX for v in symbols.values()):
         return dict(symbols)
     for k, v in (symbols or {}).items():
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise SymbolError(f"symbol {k!r} must be bound to a non-negative int, got {v!r}")
+        if v > SYMBOL_MAX:
+            raise SymbolError(f"symbol {k!r} is bound to {v}, larger than the compiled code's limit {SYMBOL_MAX}",
+                              hint="symbols are 64-bit integers in the generated C")
         out[k] = int(v)
     for buf, rank, k, s in (sources if sources is not None else symbol_sources(shapes)):
         if s in out:
@@ -126,12 +139,31 @@ class Program:
         self._shape_only = {k: v[0] for k, v in self.input_shapes.items()}
         self._sym_sources = symbol_sources(self._shape_only)
         self._static_shapes = {k: tuple(s) for k, s in self._shape_only.items() if all(type(d) is int for d in s)}
+        # (name, shape when static else None, declared shape): the per-call shape check walks this table
+        self._input_table = [(k, self._static_shapes.get(k), tuple(s)) for k, s in self._shape_only.items()]
+        self._input_names = tuple(self._shape_only)
+        self._want_shapes = tuple(w for _, w, _ in self._input_table)  # None where symbolic
+        self._symbolic_shapes = [(i, shape) for i, (_, w, shape) in enumerate(self._input_table) if w is None]
+        self.entry: EntryChecks = entry_checks(self.graph, self.compiled_graph)
 
     # ---- running -------------------------------------------------------------------------
     def __call__(self, inputs: Mapping[str, Any] | None = None, symbols: Mapping[str, int] | None = None) -> list[np.ndarray]:
         inputs = dict(inputs or {})
-        missing = [n for n in self.input_shapes if n not in inputs]
-        if missing:
+        sym = self._enter(inputs, symbols)
+        if self.backend == "numpy":
+            return self._run_numpy(inputs, sym)
+        with self._lock:
+            return self._run_c(inputs, sym)
+
+    def _enter(self, inputs: dict[str, Any], symbols: Mapping[str, int] | None) -> dict[str, int]:
+        """The checks every call makes before any kernel runs; returns the symbol binding.
+
+        Always: every input bound, symbols bound to non-negative 64-bit ints. At safety >= 1 (and on the
+        NumPy backend): input shapes equal to the declared ones under the binding, no unknown input, and
+        :attr:`entry` (every symbolic window inside its buffer, no negative dimension). O(inputs +
+        distinct window conditions); the kernels' own index checks are safety 2."""
+        if not all(map(inputs.__contains__, self._input_names)):
+            missing = [n for n in self._input_names if n not in inputs]
             name = missing[0]
             shape, dtype = self.input_shapes[name]
             raise CatenError(
@@ -141,28 +173,43 @@ class Program:
         sym = bind_symbols(self.symbols, self._shape_only, inputs, symbols, self._sym_sources)
         if self.safety >= 1 or self.backend == "numpy":
             self._check_inputs(inputs, sym)
-        if self.backend == "numpy":
-            return self._run_numpy(inputs, sym)
-        with self._lock:
-            return self._run_c(inputs, sym)
+            self.entry.check(sym)
+        return sym
 
     def _check_inputs(self, inputs: Mapping[str, Any], sym: Mapping[str, int]) -> None:
-        for name, (shape, dtype) in self.input_shapes.items():
-            if name not in inputs:
+        """Every input's shape equals its declared shape under ``sym``, and no input is unknown. The common
+        case (all NumPy arrays, all right) is one tuple compare built by C-level map calls."""
+        want: Any = self._want_shapes
+        if self._symbolic_shapes:
+            want = list(want)
+            for i, shape in self._symbolic_shapes:
+                want[i] = tuple(evaluate(d, sym) for d in shape)
+            want = tuple(want)
+        try:
+            ok = tuple(map(_SHAPE, map(inputs.__getitem__, self._input_names))) == want
+        except (KeyError, AttributeError):  # an input missing, or not an array: the detailed loop says which
+            ok = False
+        if not ok:
+            self._check_inputs_one_by_one(inputs, sym)
+        if len(inputs) > len(self._input_table):
+            unknown = set(inputs) - set(self.input_shapes)
+            raise CatenError(f"unknown input(s) {sorted(unknown)}", hint=f"inputs of this program: {sorted(self.input_shapes)}")
+
+    def _check_inputs_one_by_one(self, inputs: Mapping[str, Any], sym: Mapping[str, int]) -> None:
+        for name, want, shape in self._input_table:
+            a = inputs.get(name)
+            if a is None:
+                dtype = self.input_shapes[name][1]
                 raise CatenError(
                     f"input {name!r} is not bound",
                     hint=f"pass {{{name!r}: <{dtype.value} array of shape {tuple(evaluate(d, sym) for d in shape)}>}}",
                 )
-            want = self._static_shapes.get(name)
             if want is None:
                 want = tuple(evaluate(d, sym) for d in shape)
-            got = np.shape(inputs[name])
-            if tuple(got) != want:
+            got = a.shape if type(a) is np.ndarray else tuple(np.shape(a))
+            if got != want:
                 raise ShapeError(f"input {name!r}: expected shape {want}, got {tuple(got)}",
                                  hint="check the array or the symbol values")
-        unknown = set(inputs) - set(self.input_shapes)
-        if unknown:
-            raise CatenError(f"unknown input(s) {sorted(unknown)}", hint=f"inputs of this program: {sorted(self.input_shapes)}")
 
     def _state_array(self, name: str, inputs: Mapping[str, Any]) -> np.ndarray:
         arr = inputs[name]
@@ -189,7 +236,7 @@ class Program:
         if self.backend != "c" or self.schedule is None:
             raise CatenError("profile() needs the C backend", hint="compile(graph, backend='c')")
         inputs = dict(inputs or {})
-        sym = bind_symbols(self.symbols, {k: v[0] for k, v in self.input_shapes.items()}, inputs, symbols)
+        sym = self._enter(inputs, symbols)
         prof = np.zeros(max(1, len(self.schedule.kernels)), dtype=np.float64)
         with self._lock:
             for _ in range(repeat):
@@ -228,13 +275,11 @@ class Program:
         inter = self._intermediates(sym)
         for name, kind, npdt, shape in self._buffer_plan:
             if kind == "input":
-                arr = inputs[name]
-                arrays[name] = arr if type(arr) is np.ndarray and arr.dtype == npdt and arr.flags.c_contiguous \
-                    else np.ascontiguousarray(arr, dtype=npdt)
+                arrays[name] = input_array(name, inputs[name], npdt, tuple(evaluate(d, sym) for d in shape))
             elif kind == "state":
                 arrays[name] = self._state_array(name, inputs)
             elif kind == "output":
-                arrays[name] = np.empty(tuple(evaluate(d, sym) for d in shape), dtype=npdt)
+                arrays[name] = output_array(name, tuple(evaluate(d, sym) for d in shape), npdt)
             elif name in inter:
                 arrays[name] = inter[name]
             else:  # an intermediate without a plan (planning disabled)
@@ -305,6 +350,13 @@ class Program:
         elif node_id is not None:
             what = f" (AIR node {node_id})"
         kname = k.name if k is not None else f"#{call}"
+        if int(err[0]) == ERR_DIV0:
+            return RuntimeCheckError(
+                f"integer division by zero in kernel {kname}{what}",
+                where=where,
+                hint="an integer // or % on a tensor has a zero divisor: replace the zeros before dividing; "
+                     "the program was stopped",
+            )
         return RuntimeCheckError(
             f"out-of-bounds access in kernel {kname}: index {index} outside a buffer of {size} elements{what}",
             where=where,

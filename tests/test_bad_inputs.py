@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from caten_lab.air import Graph, Sym, dtypes, interpret
-from caten_lab.errors import AirError, CatenError, CompileError, RuntimeCheckError, ShapeError, SymbolError
+from caten_lab.errors import AirError, CatenError, CompileError, ShapeError, SymbolError
 
 Case = tuple[str, Callable[[], object], type[BaseException], tuple[str, ...]]
 
@@ -280,7 +280,7 @@ CASES: list[Case] = [
     ("run: unbound symbol", run_unbound_symbol, SymbolError, ("'k'", "not bound")),
     ("run: read-only state", run_state_not_writable, CatenError, ("'c'", "in place", "writable")),
     ("run: state dtype", run_state_wrong_dtype, CatenError, ("'c'", "float32")),
-    ("run: out of bounds at safety 2", run_out_of_bounds_safety2, RuntimeCheckError, ("out-of-bounds", "kernel")),
+    ("run: out of bounds at safety 2", run_out_of_bounds_safety2, SymbolError, ("'x'", "out of range", "pos <= 4")),
     ("compile: C compiler missing", compile_missing_c_compiler, CompileError, ("could not be run", "numpy")),
     ("config: unknown setting", settings_unknown_key, CatenError, ("unknown setting", "optimise")),
     ("config: unknown backend", settings_bad_backend, CatenError, ("unknown backend", "tpu")),

@@ -18,7 +18,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.symbolic import evaluate
 from caten_lab.air.value import Value
-from caten_lab.errors import AirError, SymbolError
+from caten_lab.errors import AirError, RuntimeCheckError, SymbolError
 
 
 def _dims(shape: tuple, sym: Mapping[str, int], node: Node) -> tuple[int, ...]:
@@ -186,6 +186,12 @@ def run_node(
         elif op == "where":
             out = np.where(args[0], args[1], args[2])
         else:
+            if op in ("idiv", "mod") and n.dtype.is_int and np.any(np.asarray(args[1]) == 0):
+                raise RuntimeCheckError(
+                    f"integer division by zero (AIR node {n.id}: {op})",
+                    where=n.source,
+                    hint="an integer // or % on a tensor has a zero divisor: replace the zeros before dividing",
+                )
             out = _binary(op, args[0], args[1], n.dtype)
     return (
         np.broadcast_to(np.asarray(out, dtype=dt), shape).copy()

@@ -281,6 +281,11 @@ class KernelLowerer:
                     in_dt = self.kg.producer_of(r).dtype
                     break
         args = [self.operand(r, in_dt, coords) for r in n.reads]
+        if op in ("idiv", "mod") and self.safety >= 1 and not _nonzero_constant(self.kg, n.reads[1]):
+            # a zero divisor stops the program (err[0] = 2, see codegen/c/int_div.h); tag -> this node
+            self.checks.append(self.node_pos.get(n.id, -1))
+            fn = "cl_idiv_ck" if op == "idiv" else "cl_imod_ck"
+            return f"{fn}_{_fn(in_dt)}({args[0]}, {args[1]}, {len(self.checks) - 1}, err)"
         if op in BINARY:
             return _binary(op, args[0], args[1], in_dt)
         return _unary(op, args[0], dt)
@@ -590,6 +595,17 @@ def _dmax(a: Dim, b: Dim) -> Dim:
     # cubic "work" that crossed the parallel threshold at pos = 8, so every decode step paid 12
     # thread wake-ups for a kernel of a few thousand flops (1 ms at 2 threads, 0.07 ms serial).
     return a + b
+
+
+def _nonzero_constant(kg: Graph, r: object) -> bool:
+    """Whether operand ``r`` is a nonzero integer constant (a literal, a const node or a view of one):
+    a division by it needs no zero check."""
+    if not isinstance(r, Value):
+        return isinstance(r, int) and r != 0
+    p = kg.producer_of(r)
+    while p is not None and p.op == "view" and p.attrs.mask is None and isinstance(p.reads[0], Value):
+        p = kg.producer_of(p.reads[0])
+    return p is not None and p.op == "const" and isinstance(p.attrs.value, int) and p.attrs.value != 0
 
 
 def _is_zero(kg: Graph, r: object) -> bool:

@@ -9,6 +9,7 @@ the notebook's C view can colour lines by node. Pointers are ``restrict``; float
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib.resources import files
 
 from caten_lab.codegen.loopir import Assign, Comment, For, FunCall, Function, If, LoopProgram, Stmt
 from caten_lab.runtime.parallel_build import KERNEL_END, LINKAGE_MACRO, kernel_begin
@@ -86,17 +87,14 @@ def _prelude() -> str:
     for t in _INTS:
         s = t.replace("_t", "")
         lines.append(f"static inline {t} cl_max_{s}({t} a, {t} b) {{ return a > b ? a : b; }}")
-        if t.startswith("u"):
-            lines.append(f"static inline {t} cl_idiv_{s}({t} a, {t} b) {{ return b == 0 ? 0 : ({t})(a / b); }}")
-            lines.append(f"static inline {t} cl_imod_{s}({t} a, {t} b) {{ return b == 0 ? 0 : ({t})(a % b); }}")
-        else:
-            lines.append(
-                f"static inline {t} cl_idiv_{s}({t} a, {t} b) {{ return b == 0 ? 0 : "
-                f"(b == -1 ? ({t})(0 - (uint64_t)a) : ({t})(a / b)); }}"
-            )
-            lines.append(f"static inline {t} cl_imod_{s}({t} a, {t} b) {{ return (b == 0 || b == -1) ? 0 : ({t})(a % b); }}")
+    lines.extend(c_file("int_div.h").rstrip("\n").split("\n"))  # idiv/mod, checked and unchecked
     lines.append("")
     return "\n".join(lines)
+
+
+def c_file(name: str) -> str:
+    """The text of a fixed C file of the renderer (caten_lab/codegen/c/<name>)."""
+    return files("caten_lab.codegen").joinpath("c", name).read_text(encoding="utf-8")
 
 
 PRELUDE = _prelude()

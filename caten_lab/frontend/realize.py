@@ -8,10 +8,12 @@ that is a ``store`` chain rooted at ``allocate(name=X)`` is written back into ``
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
 
+from caten_lab.air.entry_checks import EntryChecks, entry_checks
 from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.interpreter import interpret
 from caten_lab.air.symbolic import Expr, evaluate, symbols_of
@@ -90,42 +92,22 @@ def bind_symbols(
     return bound
 
 
+_CHECKS: OrderedDict[int, tuple[Graph, int, EntryChecks]] = OrderedDict()
+
+
 def _check_windows(graph: Graph, bound: Mapping[str, int]) -> None:
-    """Every symbolic view/store must stay inside its operand for these symbol values."""
-    for node in graph:
-        if node.op not in ("view", "store"):
-            continue
-        a = node.attrs
-        src = graph.producer_of(node.reads[0])
-        if src is None or not any(isinstance(d, Expr) for d in (*a.shape, *a.strides, a.offset, *src.shape)):
-            continue
-        size = 1
-        for d in src.shape:
-            size *= evaluate(d, bound)
-        shape = [evaluate(d, bound) for d in a.shape]
-        strides = [evaluate(d, bound) for d in a.strides]
-        lo = hi = evaluate(a.offset, bound)
-        mask = getattr(a, "mask", None)
-        if any(n == 0 for n in shape):
-            continue
-        for i, (n, s) in enumerate(zip(shape, strides)):
-            first, last = 0, n - 1
-            if mask is not None:
-                first, last = max(0, evaluate(mask[i][0], bound)), min(n, evaluate(mask[i][1], bound)) - 1
-                if last < first:
-                    break
-            lo += min(first * s, last * s)
-            hi += max(first * s, last * s)
-        else:
-            if lo < 0 or hi >= size:
-                dims = (*a.shape, *a.strides, a.offset, *src.shape)
-                names = sorted(set().union(*(symbols_of(d) for d in dims)))
-                raise SymbolError(
-                    f"{node.op} reads/writes elements {lo}..{hi} of a buffer of {size} under "
-                    f"{ {s: bound[s] for s in names} }: symbol(s) {', '.join(names)} out of range",
-                    where=node.source,
-                    hint="e.g. pos + seq must not exceed the KV cache length",
-                )
+    """Every symbolic view/store must stay inside its operand for these symbol values, and no dimension may
+    be negative: the conditions a compiled Program checks at entry (caten_lab/air/entry_checks.py), derived
+    once per graph object and version."""
+    hit = _CHECKS.get(id(graph))
+    if hit is None or hit[0] is not graph or hit[1] != graph.version:
+        hit = (graph, graph.version, entry_checks(graph))  # the strong reference keeps id() unique
+        _CHECKS[id(graph)] = hit
+        while len(_CHECKS) > 16:
+            _CHECKS.popitem(last=False)
+    else:
+        _CHECKS.move_to_end(id(graph))
+    hit[2].check(bound)
 
 
 def execute(

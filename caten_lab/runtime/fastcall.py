@@ -5,9 +5,11 @@ only a new token array and new symbol values. :class:`FastCall` keeps, per buffe
 pointer of the array last bound there; an array object seen again (same object, so same memory:
 we hold a reference, so it cannot be freed or moved) reuses its pointer without a new
 ``from_buffer``. Intermediates live in grow-only workspace slots (pointers change only when a slot
-grows); the symbol and error records are preallocated. Validation (shapes, dtypes, state arrays)
-still runs for every array that was not seen before, and the expected shapes of all inputs are
-checked by :class:`ShapeChecker` from a table cached per symbol binding.
+grows); the symbol and error records are preallocated. Conversion and validation run for every
+array that was not seen before: :func:`input_array` (a copy of the right dtype and layout, refused
+when converting would change values), the program's state check (exact dtype, C-contiguous,
+writable). The shapes and symbol windows of every call are checked before this runs, by
+``Program._enter`` (caten_lab/compiler.py) at safety >= 1.
 """
 
 from __future__ import annotations
@@ -20,7 +22,54 @@ from typing import Any
 import numpy as np
 
 from caten_lab.air.symbolic import evaluate
+from caten_lab.errors import CatenError, ShapeError
 from caten_lab.runtime.library import FFI
+
+
+def input_array(name: str, a: Any, npdt: np.dtype, shape: tuple | None = None) -> np.ndarray:
+    """``a`` as a C-contiguous array of ``npdt``: ``a`` itself when it is one, else a converted copy.
+
+    A conversion that would change values is refused: float to int or bool, int to bool, or a wider
+    integer whose values do not fit (NumPy would truncate or wrap without a word). With ``shape``, a
+    converted copy must have it (the entry's shape check reads ``.shape``, which an object that is not
+    an array may report differently from the array it converts to)."""
+    if type(a) is np.ndarray and a.dtype == npdt and a.flags.c_contiguous:
+        return a
+    try:
+        src = np.asarray(a)
+    except (TypeError, ValueError) as e:
+        raise CatenError(f"input {name!r} cannot be read as an array: {e}",
+                         hint=f"pass a NumPy array of {np.dtype(npdt)}") from None
+    want = np.dtype(npdt)
+    if src.dtype != want:
+        if src.dtype.kind not in "biuf" or not np.can_cast(src.dtype, want, "same_kind"):
+            raise CatenError(
+                f"input {name!r} is {src.dtype}, but the program takes {want}: converting would change its values",
+                hint=f"convert it yourself if that is what you mean: np.asarray(x).astype(np.{want})",
+            )
+        if src.dtype.kind in "iu" and want.kind in "iu" and src.size and not np.can_cast(src.dtype, want, "safe"):
+            info = np.iinfo(want)
+            lo, hi = int(src.min()), int(src.max())
+            if lo < info.min or hi > info.max:
+                raise CatenError(
+                    f"input {name!r} holds values {lo}..{hi}, outside the program's {want} "
+                    f"({info.min}..{info.max})",
+                    hint="the values would wrap around: check the array",
+                )
+    out = np.ascontiguousarray(src, dtype=want)
+    if shape is not None and out.shape != shape:
+        raise ShapeError(f"input {name!r}: expected shape {shape}, got {out.shape} (after conversion to an array)",
+                         hint="pass a NumPy array")
+    return out
+
+
+def output_array(name: str, shape: tuple, npdt: np.dtype) -> np.ndarray:
+    """A fresh output array; a size the machine cannot allocate is a CatenError naming the output."""
+    try:
+        return np.empty(shape, dtype=npdt)
+    except (MemoryError, ValueError) as e:
+        raise CatenError(f"output {name!r} of shape {shape} cannot be allocated: {e}",
+                         hint="check the symbol values") from None
 
 
 class FastCall:
@@ -78,13 +127,13 @@ class FastCall:
             if is_state:
                 arr = state_array(name, inputs)
             else:
-                arr = np.ascontiguousarray(a, dtype=self.infos[i].dtype.np)
+                arr = input_array(name, a, self.infos[i].dtype.np, self._shape(i, sym))
             self._bind(i, arr)
             if arr is not a:  # a converted copy must be made again next call (the source may change)
                 self.bound[i] = None
         outs: dict[str, np.ndarray] = {}
         for i, name in self.outputs:
-            arr = np.empty(self._shape(i, sym), dtype=self.infos[i].dtype.np)
+            arr = output_array(name, self._shape(i, sym), self.infos[i].dtype.np)
             self._bind(i, arr)
             outs[name] = arr
         if self.slot_members:
@@ -142,27 +191,3 @@ def collect_outputs(program: Any, fast: FastCall, inputs: Mapping[str, Any], out
         result[i] = st
     return result
 
-
-class ShapeChecker:
-    """Expected input shapes per symbol binding (cached), so a call checks shapes with tuple compares."""
-
-    def __init__(self, input_shapes: Mapping[str, tuple]) -> None:
-        self.items = [(name, shape) for name, (shape, _dt) in input_shapes.items()]
-        self.cache: OrderedDict[tuple, list[tuple[str, tuple]]] = OrderedDict()
-
-    def expected(self, sym: Mapping[str, int], key: tuple) -> list[tuple[str, tuple]]:
-        hit = self.cache.get(key)
-        if hit is None:
-            hit = [(name, tuple(evaluate(d, sym) for d in shape)) for name, shape in self.items]
-            self.cache[key] = hit
-            while len(self.cache) > 8:
-                self.cache.popitem(last=False)
-        return hit
-
-    def mismatch(self, inputs: Mapping[str, Any], sym: Mapping[str, int], key: tuple) -> tuple[str, tuple, tuple] | None:
-        for name, want in self.expected(sym, key):
-            a = inputs.get(name)
-            got = a.shape if isinstance(a, np.ndarray) else np.shape(a)
-            if got != want:
-                return name, want, tuple(got)
-        return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from caten_lab.air import Graph, Sym, dtypes
+from caten_lab.air import Graph, Sym, dtypes, is_value
 from caten_lab.air.dtypes import DType
 from caten_lab.air.symbolic import evaluate
 from caten_lab.passes.indexing import contiguous_strides
@@ -131,6 +131,12 @@ class Builder:
             reads = [v, lit] if self.integer(0, 1) else [lit, v]
         else:
             reads = [v, self.same_shape_operand(v)]
+        if op in ("idiv", "mod"):  # a zero divisor raises (tests/compiler/test_entry_checks.py): keep it nonzero
+            d = reads[1]
+            if is_value(d):
+                reads[1] = self.g.insert("where", [self.g.insert("ne", [d, 0]), d, 1])
+            elif d == 0:
+                reads[1] = 2
         self.pool.append(self.g.insert(op, reads))
 
     def op_where(self, v: str, dt: DType) -> None:

@@ -14,6 +14,7 @@ import pytest
 from air_patterns import inp, rand_inputs, softmax
 
 from caten_lab.air import Graph, Sym
+from caten_lab.air.entry_checks import EntryChecks
 from caten_lab.codegen.passes import RenderC
 from caten_lab.compiler import compile, default_pipeline, run
 from caten_lab.config import config, settings
@@ -35,6 +36,9 @@ def test_out_of_bounds_at_safety_2_raises_and_process_survives() -> None:
     prog = compile(oob_graph(), safety=2)
     x = np.arange(8, dtype=np.float32)
     np.testing.assert_array_equal(prog({"x": x}, {"pos": 4})[0], 2 * x[4:8])
+    with pytest.raises(SymbolError, match="pos <= 4"):  # the entry check sees it first
+        prog({"x": x}, {"pos": 6})
+    prog.entry = EntryChecks([])  # without it (a condition the entry cannot see), the kernel's own check
     with pytest.raises(RuntimeCheckError) as ei:
         prog({"x": x}, {"pos": 6})
     msg = str(ei.value)
@@ -51,28 +55,35 @@ def test_safety_levels_change_the_generated_code() -> None:
 
 
 def test_out_of_bounds_in_a_subprocess_does_not_crash() -> None:
-    """Even a wild offset (far outside the buffer) only raises at safety 2."""
+    """A wild offset (far outside the buffer) raises at entry at safety 1 and 2, and in the kernel at safety 2."""
     code = textwrap.dedent(
         """
         import numpy as np
         from caten_lab.air import Graph, Sym
         from caten_lab.compiler import compile
-        from caten_lab.errors import RuntimeCheckError
+        from caten_lab.air.entry_checks import EntryChecks
+        from caten_lab.errors import RuntimeCheckError, SymbolError
         g = Graph()
         x = g.insert("allocate", [], shape=(8,), dtype="float32", name="x")
         v = g.insert("view", [x], shape=(4,), strides=(1,), offset=Sym("pos"))
         g.mark_output(g.insert("mul", [v, 2.0]))
-        p = compile(g, safety=2)
+        for safety in (1, 2):
+            p = compile(g, safety=safety)
+            try:
+                p({"x": np.zeros(8, np.float32)}, {"pos": 10**12})
+            except SymbolError:
+                print("caught at entry", safety)
+        p.entry = EntryChecks([])
         try:
             p({"x": np.zeros(8, np.float32)}, {"pos": 10**12})
         except RuntimeCheckError:
-            print("caught")
+            print("caught in the kernel")
         """
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "caught" in r.stdout
+    assert r.stdout.split("\n")[:3] == ["caught at entry 1", "caught at entry 2", "caught in the kernel"], r.stdout
 
 
 def test_two_processes_compile_the_same_program_at_once(tmp_path: Path) -> None:
