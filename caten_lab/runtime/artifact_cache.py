@@ -66,12 +66,13 @@ CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
 
 @lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
-    """A hash of the compiler's source files (computed once per process)."""
+    """A hash of the compiler's source files, Python and the fixed C it renders into programs (computed
+    once per process)."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.blake2b(digest_size=16)
     for part in _COMPILER_PARTS:
         p = root / part
-        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
+        files = sorted(f for f in p.rglob("*") if f.suffix in (".py", ".h", ".c")) if p.is_dir() else [p]
         for f in files:
             h.update(str(f.relative_to(root)).encode())
             h.update(f.read_bytes())
