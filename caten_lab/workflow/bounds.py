@@ -8,7 +8,8 @@ one pattern proven here instead is the counted loop over an array's own length::
 
 It is sound when (all checked on the lowered CFG, nothing is guessed):
 
-- the loop is a ``for ... in range(start, stop)`` with step 1 and a constant ``start >= 0``: the
+- the loop is a ``for ... in range(start, stop)`` with step 1 and a literal ``start >= 0`` (or
+  ``i64(0)``): the
   hidden counter starts at ``start`` and only grows by one while ``counter < stop``;
 - ``stop`` is ``Dim(a, k)`` of an array parameter ``a`` that the action never reassigns (its dims
   are the call's), or a non-negative integer constant;
@@ -52,6 +53,14 @@ def _int_const(e: object) -> int | None:
     return None
 
 
+def _start_const(e: object) -> int | None:
+    """``0`` or ``i64(0)``: a literal loop start (cast to an integer type)."""
+    if type(e) is ir.Cast and not e.to.is_float and e.to.bits > 1:  # type: ignore[union-attr]
+        v = _int_const(e.operand)  # type: ignore[union-attr]
+        return v if v is not None and v < 2 ** (e.to.bits - 1) else None  # type: ignore[union-attr]
+    return _int_const(e)
+
+
 def range_facts(act_ir: ir.ActionIR) -> dict[int, RangeFact]:
     """Loop header block id -> the fact its body may use; one linear pass over the statements."""
     assigns: Counter[str] = Counter()
@@ -85,7 +94,7 @@ def range_facts(act_ir: ir.ActionIR) -> dict[int, RangeFact]:
         cdefs, sdefs = defs.get(counter, []), defs.get(stop, [])
         if len(cdefs) != 2 or len(sdefs) != 1:
             continue
-        start = _int_const(cdefs[0])
+        start = _start_const(cdefs[0])
         step = cdefs[1]
         if start is None or start < 0:
             continue

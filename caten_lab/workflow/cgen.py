@@ -262,6 +262,11 @@ class _FunctionRenderer:
         return f"(({st.c_name})({_cast(a, ta, st)} {op} {_cast(b, tb, st)}))"  # type: ignore[union-attr]
 
     def element(self, env: Env, name: str, indices: list[ir.Expr], line: int) -> str:
+        arr, lin = self.element_parts(env, name, indices, line)
+        return f"{arr}[{lin}]"
+
+    def element_parts(self, env: Env, name: str, indices: list[ir.Expr], line: int) -> tuple[str, str]:
+        """The C array and linear index of ``name[indices]`` (checked unless proven in range)."""
         t = env.get(name)
         arr = self.var(name, t)
         dims = self.dims(name, t)  # type: ignore[arg-type]
@@ -276,7 +281,7 @@ class _FunctionRenderer:
         lin = parts[0]
         for k in range(1, len(parts)):
             lin = f"({lin} * (int64_t){dims[k]} + {parts[k]})"
-        return f"{arr}[{lin}]"
+        return arr, lin
 
     def in_range(self, ix: ir.Expr, array: str, dims: tuple, axis: int) -> bool:
         """An index proven in range at compile time (bounds.py): its run-time check is dropped."""
@@ -562,7 +567,12 @@ class _FunctionRenderer:
         if type(s) is ir.Store:
             arr = env.get(s.array)
             code, t = self.rx(env, s.value)
-            return f"{self.element(env, s.array, s.indices, s.line)} = {_cast(code, t, arr.dtype)};"  # type: ignore[union-attr]
+            c_arr, lin = self.element_parts(env, s.array, s.indices, s.line)
+            value = _cast(code, t, arr.dtype)  # type: ignore[union-attr]
+            if "aw_ck(" not in lin:
+                return f"{c_arr}[{lin}] = {value};"
+            # a failed check stores nothing (aw_ck gives 0 then: the caller's a[0] must stay as it was)
+            return f"{{ int64_t aw_ix = {lin}; if (__builtin_expect(!err[0], 1)) {c_arr}[aw_ix] = {value}; }}"
         if type(s) is ir.AllocLocal:
             c = self.var(s.target, s.type)
             if c in self.heap and self.heap[c][1] == self.ir.firstline:
