@@ -363,6 +363,5 @@ class GPT2Runner:
         progress: bool = False,
     ) -> list[int]:
         """Prompt + generated token ids (see :meth:`stream`)."""
-        return list(prompt) + list(
-            self.stream(prompt, max_new_tokens, options, stop_tokens=stop_tokens, progress=progress)
-        )
+        ids = check_token_ids(prompt, self.config.vocab_size, "prompt")
+        return ids + list(self.stream(ids, max_new_tokens, options, stop_tokens=stop_tokens, progress=progress))

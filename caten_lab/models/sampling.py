@@ -122,8 +122,9 @@ def check_token_ids(ids: object, vocab_size: int, what: str = "token ids") -> li
     if not all(type(v) is int for v in seq):
         for i, v in enumerate(seq):
             if not _is_int(v):
+                shown = v.item() if isinstance(v, np.generic) else v
                 raise CatenError(
-                    f"{what}: item {i} is {v!r} ({type(v).__name__}), not an integer token id",
+                    f"{what}: item {i} is {shown!r} ({type(v).__name__}), not an integer token id",
                     hint="token ids are ints; a float or a bool is never rounded to one",
                 )
         seq = [int(v) for v in seq]
