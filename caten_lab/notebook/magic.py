@@ -33,10 +33,6 @@ from caten_lab.notebook.summary import result_summary
 
 PANES = ("graph", "profile", "c", "result")
 
-
-class CatenUsageError(UsageError, CatenError):
-    """A bad ``%%caten`` option: IPython shows a UsageError as one line; it is a CatenError too."""
-
 _cell_ids = itertools.count(1)
 
 
@@ -178,14 +174,14 @@ class CatenMagics(Magics):
     def _pipeline(self, args: Any, ns: dict[str, Any]) -> Any:
         if args.pipeline:
             if args.pipeline not in ns:
-                raise CatenUsageError(f"--pipeline {args.pipeline}: no such variable in the notebook")
+                raise UsageError(f"--pipeline {args.pipeline}: no such variable in the notebook")
             pm = ns[args.pipeline]
             if isinstance(pm, (list, tuple)):
                 from caten_lab.passes import PassManager
 
                 pm = PassManager(list(pm))
             if not hasattr(pm, "run") or not hasattr(pm, "names"):
-                raise CatenUsageError(f"--pipeline {args.pipeline}: expected a PassManager or a list of passes")
+                raise UsageError(f"--pipeline {args.pipeline}: expected a PassManager or a list of passes")
             pm = pm.copy() if hasattr(pm, "copy") else pm
         elif args.passes or args.skip:
             pm = compile_bridge.default_pipeline()
@@ -196,7 +192,7 @@ class CatenMagics(Magics):
             keep = [p.strip() for p in args.passes.split(",") if p.strip()]
             unknown = [p for p in keep if p not in names]
             if unknown:
-                raise CatenUsageError(
+                raise UsageError(
                     f"--passes: unknown pass(es) {', '.join(unknown)}; available: {', '.join(names)}"
                 )
             required = compile_bridge.codegen_pass_names()  # the backend cannot produce code without these
@@ -207,7 +203,7 @@ class CatenMagics(Magics):
             drop = [p.strip() for p in args.skip.split(",") if p.strip()]
             unknown = [p for p in drop if p not in names]
             if unknown:
-                raise CatenUsageError(
+                raise UsageError(
                     f"--skip: unknown pass(es) {', '.join(unknown)}; available: {', '.join(names)}"
                 )
             for n in drop:
@@ -225,7 +221,7 @@ def _parse_panes(text: str | None) -> list[str]:
     panes = [p.strip() for p in text.split(",") if p.strip()]
     bad = [p for p in panes if p not in PANES]
     if bad or not panes:
-        raise CatenUsageError(
+        raise UsageError(
             f"--panes: unknown pane(s) {', '.join(bad) or '(none given)'}; choose from {','.join(PANES)}"
         )
     return panes
@@ -236,7 +232,7 @@ def _parse_options(magic: Any, line: str) -> Any:
     try:
         return parse_argstring(magic, line)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
-        raise CatenUsageError(f"%%caten: cannot split the options {line.strip()!r}: {exc}") from None
+        raise UsageError(f"%%caten: cannot split the options {line.strip()!r}: {exc}") from None
 
 
 def _parse_symbols(text: str | None) -> dict[str, int]:
@@ -251,11 +247,11 @@ def _parse_symbols(text: str | None) -> dict[str, int]:
         except ValueError:
             value = None
         if not eq or not name.isidentifier() or value is None:
-            raise CatenUsageError(f"--symbols: expected NAME=INT[,NAME=INT...], got {part.strip()!r}")
+            raise UsageError(f"--symbols: expected NAME=INT[,NAME=INT...], got {part.strip()!r}")
         if value < 0:
-            raise CatenUsageError(f"--symbols: {name} = {value}: symbol values must be non-negative")
+            raise UsageError(f"--symbols: {name} = {value}: symbol values must be non-negative")
         if name in out:
-            raise CatenUsageError(f"--symbols: {name} is given twice")
+            raise UsageError(f"--symbols: {name} is given twice")
         out[name] = value
     return out
 
@@ -267,7 +263,7 @@ def _check_symbol_names(symbols: dict[str, int], known: Any) -> None:
     unknown = [s for s in symbols if s not in known]
     if unknown:
         have = ", ".join(sorted(known)) or "none: its shapes are all static"
-        raise CatenUsageError(f"--symbols: unknown symbol(s) {', '.join(unknown)}; the program's symbols: {have}")
+        raise UsageError(f"--symbols: unknown symbol(s) {', '.join(unknown)}; the program's symbols: {have}")
 
 
 def _cell_line_text(cell: str, lineno: int) -> str:
@@ -349,7 +345,7 @@ def _to_graph(value: Any, ns: dict[str, Any], inputs_var: str | None) -> tuple[G
         inputs: dict[str, np.ndarray] = {}
         if inputs_var:
             if inputs_var not in ns or not isinstance(ns[inputs_var], dict):
-                raise CatenUsageError(f"--inputs {inputs_var}: expected a dict of arrays in the notebook")
+                raise UsageError(f"--inputs {inputs_var}: expected a dict of arrays in the notebook")
             inputs = dict(ns[inputs_var])
         return value, inputs
     tensors: list[Any] | None = None

@@ -786,6 +786,7 @@ static int64_t ct_decode1(@P@_ctx *ctx, int32_t tok) {
 
 API int @P@_tokenize(@P@_ctx *ctx, const char *text, int32_t *ids, int64_t cap, int64_t *count) {
   if (!ctx || !text) return @U@_ERR_ARGUMENT;
+  if (!ids && cap > 0) { ct_fail(ctx->msg, "ids is NULL but cap is %lld", (long long)cap); return @U@_ERR_ARGUMENT; }
   int32_t *all; int64_t n;
   int rc = ct_encode(ctx, (const uint8_t *)text, (int64_t)strlen(text), &all, &n);
   if (rc) return rc;

@@ -169,24 +169,37 @@ def _shell():  # noqa: ANN202 - an IPython InteractiveShell with the extension l
     return shell
 
 
+def _magic(line: str) -> None:
+    """Run ``%%caten line``; its UsageError (exactly that type: IPython prints it as one line, without
+    a traceback) is re-raised as a CatenError carrying the message, as the catalogue expects."""
+    from IPython.core.error import UsageError
+
+    try:
+        _shell().run_cell_magic("caten", line, _CELL)
+    except UsageError as exc:
+        if type(exc) is not UsageError or "\n" in str(exc):
+            raise
+        raise CatenError(f"UsageError: {exc}") from exc
+
+
 def magic_unknown_symbol() -> None:
-    _shell().run_cell_magic("caten", "--symbols zz=3 --static", _CELL)
+    _magic("--symbols zz=3 --static")
 
 
 def magic_negative_symbol() -> None:
-    _shell().run_cell_magic("caten", "--symbols n=-1", _CELL)
+    _magic("--symbols n=-1")
 
 
 def magic_duplicate_symbol() -> None:
-    _shell().run_cell_magic("caten", "--symbols n=1,n=2", _CELL)
+    _magic("--symbols n=1,n=2")
 
 
 def magic_unbalanced_double_quote() -> None:
-    _shell().run_cell_magic("caten", '--out "y', _CELL)
+    _magic('--out "y')
 
 
 def magic_unbalanced_single_quote() -> None:
-    _shell().run_cell_magic("caten", "--panes 'graph", _CELL)
+    _magic("--panes 'graph")
 
 
 CASES: list[Case] = [
@@ -219,10 +232,10 @@ CASES: list[Case] = [
      ("previous tokens: item 1 = -1", "0..9")),
     ("tokens: sampler float history", sampler_float_previous, CatenError, ("previous tokens: item 0 is 2.7",)),
     ("magic: unknown --symbols name", magic_unknown_symbol, CatenError,
-     ("--symbols: unknown symbol(s) zz", "the program's symbols")),
+     ("UsageError: --symbols: unknown symbol(s) zz", "the program's symbols")),
     ("magic: negative --symbols value", magic_negative_symbol, CatenError, ("n = -1", "non-negative")),
     ("magic: duplicate --symbols name", magic_duplicate_symbol, CatenError, ("n is given twice",)),
     ("magic: unbalanced double quote", magic_unbalanced_double_quote, CatenError,
-     ("cannot split the options", "No closing quotation")),
+     ("UsageError: %%caten: cannot split the options", "No closing quotation")),
     ("magic: unbalanced single quote", magic_unbalanced_single_quote, CatenError, ("No closing quotation",)),
 ]

@@ -136,6 +136,10 @@ int main(int argc, char **argv) {
   o.max_new_tokens = 200; o.stop_at_eos = 1;
   show(ctx, "eos", gpt2_generate(ctx, argv[2], &o, NULL, NULL));
   printf("null %s\n", gpt2_stop_reason_name(gpt2_last_stop(NULL, NULL)));
+  int64_t count_only = -1;
+  int rc_null = gpt2_tokenize(ctx, "Hi there", NULL, 5, &count_only);
+  int rc_count = gpt2_tokenize(ctx, "Hi there", NULL, 0, &count_only);
+  printf("tokenize %s %s %lld\n", gpt2_error_name(rc_null), gpt2_error_name(rc_count), (long long)count_only);
   gpt2_free(ctx);
   return 0;
 }
@@ -170,6 +174,7 @@ def test_c_api_stop_reasons(exported, tmp_path) -> None:
         "bad rc=argument stop=none n=0",
         f"eos rc=ok stop=eos n={n_eos}",
         "null none",
+        f"tokenize argument ok {len(tok.encode('Hi there'))}",  # ids NULL with cap > 0: an error, not a crash
     ]
 
 
