@@ -8,7 +8,8 @@
 #include <string.h>
 #include <math.h>
 static inline int64_t aw_ck(int64_t i, int64_t n, int64_t line, int64_t *err) {
-  if (__builtin_expect(i < 0 || i >= n, 0)) {
+  /* one unsigned compare: a negative i is a huge unsigned one (n, a dimension, is >= 0) */
+  if (__builtin_expect((uint64_t)i >= (uint64_t)n, 0)) {
     if (!err[0]) { err[0] = 1; err[1] = line; err[2] = i; err[3] = n; }
     return 0;
   }
