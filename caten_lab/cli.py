@@ -155,17 +155,47 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(text: str) -> int:
+    """A non-negative integer option (``--tokens``, ``--top-k``, ``--n-ctx``)."""
+    try:
+        v = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return v
+
+
+def _seed(text: str) -> int:
+    """A 64-bit unsigned seed, as the exported CLI takes it."""
+    v = _count(text)
+    if v >= 2**64:
+        raise argparse.ArgumentTypeError(f"expected an integer in 0..{2**64 - 1}, got {text!r}")
+    return v
+
+
+def _finite(text: str) -> float:
+    """A finite float option (``--temperature``): nan and inf are refused."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}") from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="caten-lab", description="caten_lab: a deep-learning compiler you can watch work.")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="compile the bundled tiny GPT-2 and generate text")
     d.add_argument("--model", help="a Hugging Face GPT-2 directory or .gguf (default: the bundled model)")
     d.add_argument("--prompt", default=DEFAULT_PROMPT)
-    d.add_argument("--tokens", type=int, default=60)
+    d.add_argument("--tokens", type=_count, default=60)
     d.add_argument("--weights", choices=["fp32", "fp16", "int8"], default="fp32")
-    d.add_argument("--temperature", type=float, default=0.8)
-    d.add_argument("--top-k", type=int, default=40)
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--temperature", type=_finite, default=0.8)
+    d.add_argument("--top-k", type=_count, default=40)
+    d.add_argument("--seed", type=_seed, default=0)
     d.add_argument("--no-export", action="store_true", help="skip exporting and running the C library")
     d.set_defaults(fn=cmd_demo)
     c = sub.add_parser("compile", help="compile a GPT-2 model and report (optionally write the C source)")
@@ -179,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--model", help="a Hugging Face GPT-2 directory (default: the bundled model)")
     e.add_argument("--workflow", choices=["generate", "perplexity"], default="generate")
     e.add_argument("--name", help="library / API prefix (default: gpt2, or gpt2ppl for perplexity)")
-    e.add_argument("--n-ctx", type=int, help="context (generation) or window (perplexity) length")
+    e.add_argument("--n-ctx", type=_count, help="context (generation) or window (perplexity) length")
     e.add_argument(
         "--weight-format",
         choices=["fp32", "fp16", "int8"],

@@ -26,7 +26,7 @@ from caten_lab.errors import CatenError
 from caten_lab.models import prepared_weights
 from caten_lab.models.gpt2_weights import GPT2Weights, load_gguf, load_hf_dir
 from caten_lab.models.quantize import FORMATS, convert_all_into, format_graph
-from caten_lab.models.sampling import SamplingOptions, sample
+from caten_lab.models.sampling import SamplingOptions, check_token_ids, sample
 from caten_lab.nn.gpt2 import GPT2, GPT2Config, hf_state_views
 from caten_lab.nn.module import buffer_of
 
@@ -272,7 +272,8 @@ class GPT2Runner:
 
     def forward(self, token_ids: Sequence[int] | np.ndarray, pos: int) -> np.ndarray:
         """Run new tokens at ``pos``; returns logits (1, n, vocab), or (1, 1, vocab) for the last one."""
-        ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
+        ids = np.asarray(check_token_ids(token_ids, self.config.vocab_size, "forward"), dtype=np.int64)
+        ids = ids.reshape(1, -1)
         n = ids.shape[1]
         if n == 0:
             raise CatenError("forward: no tokens given")
@@ -280,10 +281,6 @@ class GPT2Runner:
             raise CatenError(
                 f"context limit: positions {pos}..{pos + n - 1} do not fit the KV cache of {self.n_ctx}",
                 hint="shorten the prompt, reset(), or build the runner with a larger n_ctx (<= n_positions)",
-            )
-        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
-            raise CatenError(
-                f"token ids must be in 0..{self.config.vocab_size - 1}, got {ids.min()}..{ids.max()}"
             )
         self.arrays[self.tokens_name] = ids
         out = self.program(self.arrays, {"seq": n, "pos": pos})
@@ -301,7 +298,9 @@ class GPT2Runner:
     ) -> Iterator[int]:
         """Yield new token ids one by one; stops at a stop token, the limit, or a full context."""
         opts = options or SamplingOptions()
-        prompt = [int(t) for t in prompt]
+        prompt = check_token_ids(prompt, self.config.vocab_size, "prompt")
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int | np.integer) or max_new_tokens < 0:
+            raise CatenError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
         if not prompt:
             raise CatenError(
                 "generate: the prompt is empty", hint="pass at least one token id (e.g. the BOS token)"
@@ -310,7 +309,7 @@ class GPT2Runner:
             raise CatenError(
                 f"context limit: the prompt has {len(prompt)} tokens, the context holds {self.n_ctx}"
             )
-        stops = set(stop_tokens)
+        stops = set(check_token_ids(stop_tokens, self.config.vocab_size, "stop_tokens"))
         self.reset()
         st = self.stats = GenerationStats(prompt_tokens=len(prompt))
         history = list(prompt)
@@ -364,6 +363,5 @@ class GPT2Runner:
         progress: bool = False,
     ) -> list[int]:
         """Prompt + generated token ids (see :meth:`stream`)."""
-        return list(prompt) + list(
-            self.stream(prompt, max_new_tokens, options, stop_tokens=stop_tokens, progress=progress)
-        )
+        ids = check_token_ids(prompt, self.config.vocab_size, "prompt")
+        return ids + list(self.stream(ids, max_new_tokens, options, stop_tokens=stop_tokens, progress=progress))

@@ -32,6 +32,7 @@ from caten_lab.notebook import compile_bridge
 from caten_lab.notebook.summary import result_summary
 
 PANES = ("graph", "profile", "c", "result")
+
 _cell_ids = itertools.count(1)
 
 
@@ -113,7 +114,7 @@ class CatenMagics(Magics):
     @cell_magic
     def caten(self, line: str, cell: str) -> None:
         """Compile the cell's result with tracing and show the Inspector. See ``%%caten?``."""
-        args = parse_argstring(self.caten, line)
+        args = _parse_options(self.caten, line)
         panes = _parse_panes(args.panes)
         symbols = _parse_symbols(args.symbols)
         try:
@@ -165,6 +166,7 @@ class CatenMagics(Magics):
 
             trace = PassTrace([])
         res = CatenResult(graph, inputs, program, trace, cached=cached, options=vars(args))
+        _check_symbol_names(symbols, getattr(program, "symbols", None))
         if not args.no_run:
             res.outputs, res.run_s = _execute(program, inputs, symbols, filename, cell, args.debug)
         return res
@@ -225,16 +227,43 @@ def _parse_panes(text: str | None) -> list[str]:
     return panes
 
 
+def _parse_options(magic: Any, line: str) -> Any:
+    """``parse_argstring`` with shlex's errors (an unbalanced quote) as a one-line UsageError."""
+    try:
+        return parse_argstring(magic, line)
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        raise UsageError(f"%%caten: cannot split the options {line.strip()!r}: {exc}") from None
+
+
 def _parse_symbols(text: str | None) -> dict[str, int]:
     out: dict[str, int] = {}
     if not text:
         return out
     for part in text.split(","):
         name, eq, val = part.partition("=")
-        if not eq or not name.strip().isidentifier() or not val.strip().lstrip("-").isdigit():
+        name, val = name.strip(), val.strip()
+        try:
+            value = int(val, 10) if val.isascii() else None
+        except ValueError:
+            value = None
+        if not eq or not name.isidentifier() or value is None:
             raise UsageError(f"--symbols: expected NAME=INT[,NAME=INT...], got {part.strip()!r}")
-        out[name.strip()] = int(val)
+        if value < 0:
+            raise UsageError(f"--symbols: {name} = {value}: symbol values must be non-negative")
+        if name in out:
+            raise UsageError(f"--symbols: {name} is given twice")
+        out[name] = value
     return out
+
+
+def _check_symbol_names(symbols: dict[str, int], known: Any) -> None:
+    """Every ``--symbols`` name must be a symbol of the compiled program (``Program.symbols``)."""
+    if not symbols or known is None:
+        return
+    unknown = [s for s in symbols if s not in known]
+    if unknown:
+        have = ", ".join(sorted(known)) or "none: its shapes are all static"
+        raise UsageError(f"--symbols: unknown symbol(s) {', '.join(unknown)}; the program's symbols: {have}")
 
 
 def _cell_line_text(cell: str, lineno: int) -> str:

@@ -9,6 +9,14 @@ truncated or mismatched file becomes an error code and a message, never a crash.
 
 from __future__ import annotations
 
+from importlib import resources
+
+
+def _c_text(name: str) -> str:
+    """Fixed C of the export kept in caten_lab/workflow/c/ (``@P@`` / ``@U@``: the API prefix)."""
+    return (resources.files("caten_lab.workflow") / "c" / name).read_text(encoding="utf-8")
+
+
 COMMON_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -651,31 +659,7 @@ const char *@P@_weight_format(void);  /* @U@_WEIGHT_FORMAT */
 """
 
 
-GEN_HEADER = r"""
-typedef struct {
-  int32_t max_new_tokens;      /* default 50 */
-  double temperature;          /* 0 = greedy (argmax); default 0 */
-  int32_t top_k;               /* 0 = off */
-  double top_p;                /* 1 = off; in (0, 1] */
-  double repetition_penalty;   /* 1 = off; > 0 */
-  uint64_t seed;               /* the random number of step t is a pure function of (seed, t) */
-  int32_t stop_at_eos;         /* stop after emitting the end-of-text token; default 1 */
-} @P@_options;
-
-/* Called once per generated token with its bytes (a token may end inside a UTF-8 character);
-   return nonzero to stop generating. */
-typedef int (*@P@_token_callback)(int32_t token_id, const char *text, size_t text_len, void *user);
-
-void @P@_default_options(@P@_options *options);
-/* Tokenize the prompt, run it, then sample up to max_new_tokens tokens, calling cb for each. */
-int @P@_generate(@P@_ctx *ctx, const char *prompt_utf8, const @P@_options *options,
-                 @P@_token_callback cb, void *user);
-
-#ifdef __cplusplus
-}
-#endif
-#endif
-"""
+GEN_HEADER = _c_text("generate.h")
 
 CTX_C = r"""
 struct @P@_ctx {
@@ -685,6 +669,8 @@ struct @P@_ctx {
   int32_t *dec_ids;
   uint8_t *dec_out;
   int64_t dec_cap;
+  int stop_reason;        /* @P@_stop_reason of the last @P@_generate (c/generate.c) */
+  int64_t n_generated;
 };
 
 API const char *@P@_last_error(const @P@_ctx *ctx) { return ctx ? ctx->msg : ct_init_error; }
@@ -800,6 +786,7 @@ static int64_t ct_decode1(@P@_ctx *ctx, int32_t tok) {
 
 API int @P@_tokenize(@P@_ctx *ctx, const char *text, int32_t *ids, int64_t cap, int64_t *count) {
   if (!ctx || !text) return @U@_ERR_ARGUMENT;
+  if (!ids && cap > 0) { ct_fail(ctx->msg, "ids is NULL but cap is %lld", (long long)cap); return @U@_ERR_ARGUMENT; }
   int32_t *all; int64_t n;
   int rc = ct_encode(ctx, (const uint8_t *)text, (int64_t)strlen(text), &all, &n);
   if (rc) return rc;
@@ -834,140 +821,9 @@ static void ct_reset_states(@P@_ctx *ctx) {
 }
 """
 
-GEN_C = r"""
-/* The host actions the generation-loop action calls (see workflow/generation.py). */
-static _Thread_local struct { @P@_ctx *ctx; @P@_token_callback cb; void *user; int rc; } ct_gen;
+GEN_C = _c_text("generate.c")
 
-int32_t host_model_forward(int32_t *tokens, int64_t tokens_len, int64_t n, int64_t pos, float *logits, int64_t vocab, int64_t *err) {
-  (void)err;
-  if (n > tokens_len || vocab != CT_VOCAB) { ct_fail(ct_gen.ctx->msg, "model_forward: bad arguments"); return @U@_ERR_ARGUMENT; }
-  int rc = ct_forward(ct_gen.ctx, tokens, n, pos);
-  if (rc) return rc;
-  const float *out = (const float *)ct_gen.ctx->m.bufs[CT_OUT_BUF];
-  if (logits != out) memcpy(logits, out, sizeof(float) * CT_VOCAB);
-  return @U@_OK;
-}
-
-int32_t host_emit_token(int32_t token, int64_t step, int64_t *err) {
-  (void)step; (void)err;
-  int64_t len = ct_decode1(ct_gen.ctx, token);
-  if (ct_gen.cb && ct_gen.cb(token, (const char *)ct_gen.ctx->dec_out, (size_t)len, ct_gen.user)) return 1;
-  return 0;
-}
-
-API void @P@_default_options(@P@_options *o) {
-  o->max_new_tokens = 50;
-  o->temperature = 0.0;
-  o->top_k = 0;
-  o->top_p = 1.0;
-  o->repetition_penalty = 1.0;
-  o->seed = 0;
-  o->stop_at_eos = 1;
-}
-
-API int @P@_generate(@P@_ctx *ctx, const char *prompt, const @P@_options *opts, @P@_token_callback cb, void *user) {
-  if (!ctx) return @U@_ERR_ARGUMENT;
-  @P@_options o;
-  if (opts) o = *opts; else @P@_default_options(&o);
-  if (!prompt) { ct_fail(ctx->msg, "the prompt is NULL"); return @U@_ERR_ARGUMENT; }
-  if (!(o.temperature >= 0)) { ct_fail(ctx->msg, "temperature must be >= 0, got %g", o.temperature); return @U@_ERR_ARGUMENT; }
-  if (o.top_k < 0) { ct_fail(ctx->msg, "top_k must be >= 0 (0 disables it), got %d", o.top_k); return @U@_ERR_ARGUMENT; }
-  if (!(o.top_p > 0 && o.top_p <= 1)) { ct_fail(ctx->msg, "top_p must be in (0, 1], got %g", o.top_p); return @U@_ERR_ARGUMENT; }
-  if (!(o.repetition_penalty > 0)) { ct_fail(ctx->msg, "repetition_penalty must be > 0, got %g", o.repetition_penalty); return @U@_ERR_ARGUMENT; }
-  if (o.max_new_tokens < 0) { ct_fail(ctx->msg, "max_new_tokens must be >= 0, got %d", o.max_new_tokens); return @U@_ERR_ARGUMENT; }
-  int32_t *ids; int64_t n;
-  int rc = ct_encode(ctx, (const uint8_t *)prompt, (int64_t)strlen(prompt), &ids, &n);
-  if (rc) return rc;
-  if (n == 0) { free(ids); ct_fail(ctx->msg, "the prompt is empty: pass at least one character"); return @U@_ERR_ARGUMENT; }
-  if (n > CT_N_CTX) { free(ids); ct_fail(ctx->msg, "context limit: the prompt has %lld tokens, the context holds %d", (long long)n, CT_N_CTX); return @U@_ERR_CONTEXT; }
-  int64_t cap = n + o.max_new_tokens + 1;
-  int32_t *history = malloc(sizeof(int32_t) * cap);
-  double *x = malloc(sizeof(double) * CT_VOCAB), *p = malloc(sizeof(double) * CT_VOCAB);
-  int32_t *order = malloc(sizeof(int32_t) * CT_VOCAB);
-  uint8_t *seen = calloc(CT_VOCAB, 1);
-  int64_t st[2] = {0, 0};
-  if (!history || !x || !p || !order || !seen) { ct_fail(ctx->msg, "out of memory"); rc = @U@_ERR_MEMORY; goto done; }
-  ct_reset_states(ctx);
-  ct_gen.ctx = ctx; ct_gen.cb = cb; ct_gen.user = user; ct_gen.rc = @U@_OK;
-  {
-    int64_t aerr[4] = {0};
-    int32_t one[1] = {0};
-    int64_t got = ct_loop_call(ids, n, o.max_new_tokens, CT_N_CTX, CT_EOS, o.stop_at_eos ? 1 : 0,
-                               (float *)ctx->m.bufs[CT_OUT_BUF], history, cap, one, o.temperature, o.top_k, o.top_p,
-                               o.repetition_penalty, (int64_t)(o.seed >> 32), (int64_t)(o.seed & 0xFFFFFFFFu),
-                               x, p, order, seen, st, aerr);
-    if (aerr[0]) { ct_fail(ctx->msg, "generation loop run-time check failed (code %lld, action line %lld)", (long long)aerr[0], (long long)aerr[1]); rc = @U@_ERR_RUNTIME; }
-    else if (got < 0) rc = (int)-got;
-  }
-  ct_gen.ctx = NULL;
-done:
-  free(ids); free(history); free(x); free(p); free(order); free(seen);
-  return rc;
-}
-"""
-
-GEN_MAIN = r"""/* generated by caten_lab.workflow.export: a command-line front end of lib@P@ */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include "@P@.h"
-
-static int print_ids;
-
-static int on_token(int32_t id, const char *text, size_t len, void *user) {
-  (void)user;
-  if (print_ids) printf("%d ", id);
-  else fwrite(text, 1, len, stdout);
-  fflush(stdout);
-  return 0;
-}
-
-static void usage(const char *argv0) {
-  fprintf(stderr,
-    "usage: %s --weights PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
-    "          [--top-p P] [--repetition-penalty R] [--seed S] [--vocab FILE] [--merges FILE]\n"
-    "          [--no-eos-stop] [--ids]\n"
-    "Generates text with the exported GPT-2 workflow (no Python involved).\n"
-    "--weights: model.safetensors or its directory; --ids prints token ids instead of text.\n"
-    "The matmul weights are stored as " @U@_WEIGHT_FORMAT " (converted while loading).\n", argv0);
-}
-
-int main(int argc, char **argv) {
-  const char *weights = NULL, *vocab = NULL, *merges = NULL, *prompt = "The king said";
-  @P@_options o;
-  @P@_default_options(&o);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--ids")) { print_ids = 1; continue; }
-    if (!strcmp(a, "--no-eos-stop")) { o.stop_at_eos = 0; continue; }
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(argv[0]); return 0; }
-    if (!v) { usage(argv[0]); return 1; }
-    i++;
-    if (!strcmp(a, "--weights")) weights = v;
-    else if (!strcmp(a, "--vocab")) vocab = v;
-    else if (!strcmp(a, "--merges")) merges = v;
-    else if (!strcmp(a, "--prompt")) prompt = v;
-    else if (!strcmp(a, "--tokens")) o.max_new_tokens = atoi(v);
-    else if (!strcmp(a, "--temperature")) o.temperature = atof(v);
-    else if (!strcmp(a, "--top-k")) o.top_k = atoi(v);
-    else if (!strcmp(a, "--top-p")) o.top_p = atof(v);
-    else if (!strcmp(a, "--repetition-penalty")) o.repetition_penalty = atof(v);
-    else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
-    else { fprintf(stderr, "unknown option %s\n", a); usage(argv[0]); return 1; }
-  }
-  if (!weights) { usage(argv[0]); return 1; }
-  int err = 0;
-  @P@_ctx *ctx = @P@_init(weights, vocab, merges, &err);
-  if (!ctx) { fprintf(stderr, "error (%s): %s\n", @P@_error_name(err), @P@_last_error(NULL)); return 2; }
-  if (!print_ids) fputs(prompt, stdout);
-  int rc = @P@_generate(ctx, prompt, &o, on_token, NULL);
-  printf("\n");
-  if (rc) fprintf(stderr, "error (%s): %s\n", @P@_error_name(rc), @P@_last_error(ctx));
-  @P@_free(ctx);
-  return rc ? 2 : 0;
-}
-"""
+GEN_MAIN = _c_text("cli_main.c")
 
 TOKENIZER_FILES_C = r"""
 /* ------------------------------------------------------------------ GPT-2 BPE tables from files

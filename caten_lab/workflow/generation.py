@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from caten_lab.errors import CatenError
+from caten_lab.models.sampling import check_token_ids
 from caten_lab.workflow.action import action
 from caten_lab.workflow.host import host_action
 from caten_lab.workflow.samplers import sample_token
@@ -103,6 +105,9 @@ def generate_interpreted(
 ) -> list[int]:
     """Run :func:`generate_loop` as Python with the compiled model bound to ``model_forward``."""
     v = runner.config.vocab_size
+    prompt_ids = check_token_ids(prompt_ids, v, "prompt")
+    if isinstance(max_new, bool) or not isinstance(max_new, int | np.integer) or max_new < 0:
+        raise CatenError(f"max_new must be a non-negative int, got {max_new!r}")
     logits = np.zeros(v, dtype=np.float32)
     out: list[int] = []
 

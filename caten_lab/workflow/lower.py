@@ -13,13 +13,14 @@ import contextlib
 import functools
 import inspect
 import linecache
+import math
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from caten_lab.errors import CatenError
 from caten_lab.workflow import ir
-from caten_lab.workflow.types import ArrayType, LocalType, ScalarType, _LocalFactory
+from caten_lab.workflow.types import LOCAL_MAX_BYTES, ArrayType, LocalType, ScalarType, _LocalFactory
 
 _BINOPS: dict[type, str] = {
     ast.Add: "+",
@@ -467,6 +468,14 @@ class _Lowerer:
                 value,
                 "Local dims must be positive integer constants: `Local(i32, 64)`",
                 hint="local arrays have a fixed size known when the action is compiled",
+            )
+        nbytes = math.prod(dims_t) * max(dtype.bits // 8, 1)
+        if nbytes > LOCAL_MAX_BYTES:
+            raise self.error(
+                value,
+                f"Local({dtype.name}, {dims}) needs {nbytes} bytes, more than the limit of "
+                f"{LOCAL_MAX_BYTES} bytes (1 GiB) for one local array",
+                hint="pass a large buffer as an Array parameter instead (allocated by the caller)",
             )
         return LocalType(dtype, tuple(dims_t))
 

@@ -12,7 +12,7 @@ import numpy as np
 from caten_lab.config import config
 from caten_lab.errors import CatenError, RuntimeCheckError
 from caten_lab.runtime.toolchain import build_library, toolchain
-from caten_lab.workflow.cgen import ERR_DIV0, ERR_INDEX, RenderedActions, render_c
+from caten_lab.workflow.cgen import ERR_COUNTER, ERR_DIV0, ERR_INDEX, ERR_MEMORY, RenderedActions, render_c
 from caten_lab.workflow.types import ArrayType
 
 
@@ -80,6 +80,16 @@ class NativeAction:
             )
         if err[0] == ERR_DIV0:
             return RuntimeCheckError("division by zero", where=where)
+        if err[0] == ERR_MEMORY:
+            return RuntimeCheckError(
+                f"out of memory: cannot allocate {int(err[2])} bytes for a Local array", where=where
+            )
+        if err[0] == ERR_COUNTER:
+            return RuntimeCheckError(
+                f"range() stop {int(err[2])} does not fit the loop's i32 counter (max {int(err[3])})",
+                where=where,
+                hint="count in i64: `for i in range(i64(0), n)`",
+            )
         return RuntimeCheckError(f"run-time check failed (code {int(err[0])})", where=where)
 
 

@@ -50,9 +50,14 @@ class ArrayType:
         return f"Array[{self.dtype}, {self.dims}]"
 
 
+LOCAL_MAX_BYTES = 1 << 30
+"""The largest ``Local(...)`` array an action may declare (1 GiB): larger sizes are refused when the
+action is defined. Locals above 64 KiB live on the heap in compiled mode (cgen.LOCAL_STACK_LIMIT)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LocalType:
-    """A fixed-size array local to an action (stack storage in C)."""
+    """A fixed-size array local to an action (C stack storage, or the heap when large)."""
 
     dtype: ScalarType
     dims: tuple[int, ...]

@@ -1,7 +1,241 @@
-"""Bad inputs: workflow. See tests/bad_inputs/__init__.py for the case format."""
+"""Bad inputs: workflow. See tests/bad_inputs/__init__.py for the case format.
+
+Compiled actions (indices at the default safety level, Local sizes), token-id lists at every Python
+entry point (runner, generation loop, sampler) and the ``%%caten`` magic's options. The exported
+CLI's exit codes and the C API's stop reasons run as subprocesses in tests/workflow/test_export_stop.py.
+"""
+# ruff: noqa: F821, UP037  (symbolic dims are strings inside Array[...] annotations, not forward references)
 
 from __future__ import annotations
 
-from bad_inputs import Case
+import functools
+from pathlib import Path
 
-CASES: list[Case] = []
+import numpy as np
+
+from bad_inputs import Case
+from caten_lab.errors import CatenError, RuntimeCheckError
+from caten_lab.workflow import Array, Local, action, f32, i32, i64
+
+MODEL = Path(__file__).resolve().parents[2] / "assets" / "tiny_gpt2"
+
+
+# ---- compiled actions -------------------------------------------------------------------------
+
+
+@action
+def _pick(a: Array[i32, ("n",)], i: i64) -> i32:
+    return a[i]
+
+
+@action
+def _put(a: Array[f32, ("m", "n")], i: i32, j: i32) -> None:
+    a[i, j] = 1.0
+
+
+@action
+def _local_index(k: i32) -> i32:
+    buf = Local(i32, 8)
+    return buf[k]
+
+
+@action
+def _loop_past_end(a: Array[f32, ("n",)]) -> f32:
+    s = f32(0)
+    for i in range(len(a) + 1):
+        s += a[i]
+    return s
+
+
+def action_read_out_of_bounds() -> None:
+    _pick.compile()(np.arange(4, dtype=np.int32), 10**9)  # was a segfault at the default level
+
+
+def action_read_negative_index() -> None:
+    _pick.compile()(np.arange(4, dtype=np.int32), -1)
+
+
+def action_store_out_of_bounds() -> None:
+    _put.compile()(np.zeros((2, 3), np.float32), 0, 3)
+
+
+def action_local_out_of_bounds() -> None:
+    _local_index.compile()(8)
+
+
+def action_loop_past_the_end() -> None:
+    _loop_past_end.compile()(np.ones(3, np.float32))
+
+
+def action_absurd_local() -> None:
+    @action
+    def huge(n: i32) -> i32:
+        buf = Local(i32, 1 << 40)  # was an abort in dlopen: "cannot allocate memory for thread-local data"
+        return buf[n]
+
+
+def action_absurd_local_2d() -> None:
+    @action
+    def wide(n: i32) -> i32:
+        buf = Local(f32, (1 << 15, 1 << 14))
+        return i32(buf[n, n])
+
+
+# ---- token ids --------------------------------------------------------------------------------
+
+
+@functools.cache
+def _runner():  # noqa: ANN202 - a GPT2Runner; the checks run before any compile
+    from caten_lab.models.gpt2 import GPT2Runner
+
+    return GPT2Runner.from_pretrained(MODEL, n_ctx=32, backend="numpy")
+
+
+def generate_float_ids() -> None:
+    _runner().generate([1.9, 2.2], 3)  # was: the prompt [1, 2]
+
+
+def generate_integral_float_id() -> None:
+    _runner().generate([5, 6.0], 3)
+
+
+def generate_bool_id() -> None:
+    _runner().generate([5, True], 3)
+
+
+def generate_negative_id() -> None:
+    _runner().generate([5, -1], 3)
+
+
+def generate_id_past_vocab() -> None:
+    _runner().generate([5, _runner().config.vocab_size], 3)
+
+
+def generate_float_array() -> None:
+    _runner().generate(np.array([1.0, 2.0]), 3)
+
+
+def generate_string_prompt() -> None:
+    _runner().generate("The king said", 3)  # type: ignore[arg-type]
+
+
+def generate_float_stop_token() -> None:
+    _runner().generate([5, 6], 3, stop_tokens=[0.5])
+
+
+def generate_float_max_tokens() -> None:
+    _runner().generate([5, 6], 2.5)  # type: ignore[arg-type]
+
+
+def forward_float_id() -> None:
+    _runner().forward([3.5], 0)
+
+
+def interpreted_loop_float_id() -> None:
+    from caten_lab.models.sampling import SamplingOptions
+    from caten_lab.workflow.generation import generate_interpreted
+
+    generate_interpreted(_runner(), [1, 2.2], 3, SamplingOptions())
+
+
+def sampler_negative_previous() -> None:
+    from caten_lab.models.sampling import SamplingOptions, sample
+
+    sample(np.zeros(10), [3, -1], SamplingOptions(repetition_penalty=1.2), 0)  # was: penalized id 9
+
+
+def sampler_float_previous() -> None:
+    from caten_lab.models.sampling import SamplingOptions, sample
+
+    sample(np.zeros(10), [2.7], SamplingOptions(repetition_penalty=1.2), 0)
+
+
+# ---- %%caten options --------------------------------------------------------------------------
+
+_CELL = """
+import numpy as np
+from caten_lab.frontend import Tensor
+x = Tensor.from_numpy(np.ones((2, 3), np.float32), name="x")
+x * 2
+"""
+
+
+@functools.cache
+def _shell():  # noqa: ANN202 - an IPython InteractiveShell with the extension loaded
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "caten_lab")
+    return shell
+
+
+def _magic(line: str) -> None:
+    """Run ``%%caten line``; its UsageError (exactly that type: IPython prints it as one line, without
+    a traceback) is re-raised as a CatenError carrying the message, as the catalogue expects."""
+    from IPython.core.error import UsageError
+
+    try:
+        _shell().run_cell_magic("caten", line, _CELL)
+    except UsageError as exc:
+        if type(exc) is not UsageError or "\n" in str(exc):
+            raise
+        raise CatenError(f"UsageError: {exc}") from exc
+
+
+def magic_unknown_symbol() -> None:
+    _magic("--symbols zz=3 --static")
+
+
+def magic_negative_symbol() -> None:
+    _magic("--symbols n=-1")
+
+
+def magic_duplicate_symbol() -> None:
+    _magic("--symbols n=1,n=2")
+
+
+def magic_unbalanced_double_quote() -> None:
+    _magic('--out "y')
+
+
+def magic_unbalanced_single_quote() -> None:
+    _magic("--panes 'graph")
+
+
+CASES: list[Case] = [
+    ("action: read out of bounds (default safety)", action_read_out_of_bounds, RuntimeCheckError,
+     ("index 1000000000 out of bounds", "size 4", "return a[i]")),
+    ("action: negative index (default safety)", action_read_negative_index, RuntimeCheckError,
+     ("index -1 out of bounds", "size 4")),
+    ("action: store out of bounds", action_store_out_of_bounds, RuntimeCheckError,
+     ("index 3 out of bounds", "size 3", "a[i, j] = 1.0")),
+    ("action: Local index out of bounds", action_local_out_of_bounds, RuntimeCheckError,
+     ("index 8 out of bounds", "size 8")),
+    ("action: range(len(a) + 1) loop", action_loop_past_the_end, RuntimeCheckError,
+     ("index 3 out of bounds", "s += a[i]")),
+    ("action: absurd Local size", action_absurd_local, CatenError,
+     ("Local(i32, 1099511627776)", "more than the limit", "buf = Local(i32, 1 << 40)")),
+    ("action: absurd 2-d Local size", action_absurd_local_2d, CatenError,
+     ("2147483648 bytes", "more than the limit", "Array parameter")),
+    ("tokens: float ids", generate_float_ids, CatenError, ("prompt: item 0 is 1.9 (float)", "not an integer")),
+    ("tokens: integral float id", generate_integral_float_id, CatenError, ("item 1 is 6.0 (float)",)),
+    ("tokens: bool id", generate_bool_id, CatenError, ("item 1 is True (bool)",)),
+    ("tokens: negative id", generate_negative_id, CatenError, ("item 1 = -1", "outside the vocabulary 0..")),
+    ("tokens: id past the vocabulary", generate_id_past_vocab, CatenError, ("item 1 = 4096", "0..4095")),
+    ("tokens: float array", generate_float_array, CatenError, ("array of float64", "must be integers")),
+    ("tokens: a string prompt", generate_string_prompt, CatenError, ("sequence of integer token ids", "str")),
+    ("tokens: float stop token", generate_float_stop_token, CatenError, ("stop_tokens: item 0 is 0.5",)),
+    ("tokens: float max_new_tokens", generate_float_max_tokens, CatenError, ("max_new_tokens", "2.5")),
+    ("tokens: forward with a float id", forward_float_id, CatenError, ("forward: item 0 is 3.5",)),
+    ("tokens: interpreted loop float id", interpreted_loop_float_id, CatenError, ("prompt: item 1 is 2.2",)),
+    ("tokens: sampler negative history", sampler_negative_previous, CatenError,
+     ("previous tokens: item 1 = -1", "0..9")),
+    ("tokens: sampler float history", sampler_float_previous, CatenError, ("previous tokens: item 0 is 2.7",)),
+    ("magic: unknown --symbols name", magic_unknown_symbol, CatenError,
+     ("UsageError: --symbols: unknown symbol(s) zz", "the program's symbols")),
+    ("magic: negative --symbols value", magic_negative_symbol, CatenError, ("n = -1", "non-negative")),
+    ("magic: duplicate --symbols name", magic_duplicate_symbol, CatenError, ("n is given twice",)),
+    ("magic: unbalanced double quote", magic_unbalanced_double_quote, CatenError,
+     ("UsageError: %%caten: cannot split the options", "No closing quotation")),
+    ("magic: unbalanced single quote", magic_unbalanced_single_quote, CatenError, ("No closing quotation",)),
+]

@@ -97,14 +97,41 @@ def test_pass_selection(ip):
         ("--symbols seq", "--symbols: expected NAME=INT"),
         ("--passes no_such_pass", "--passes: unknown pass"),
         ("--pipeline missing_var", "no such variable"),
+        ("--symbols zz=3", "--symbols: unknown symbol(s) zz; the program's symbols: none"),
+        ("--symbols n=-2", "--symbols: n = -2: symbol values must be non-negative"),
+        ("--symbols n=\u00b3", "--symbols: expected NAME=INT"),
+        ("--symbols n=1.5", "--symbols: expected NAME=INT"),
+        ("--symbols n=1,n=2", "--symbols: n is given twice"),
+        ('--out "y', "%%caten: cannot split the options '--out \"y': No closing quotation"),
+        ("--out 'y", "No closing quotation"),
     ],
 )
 def test_bad_options_are_one_line_usage_errors(ip, capsys, line, fragment):
     r = run(ip, line, MODEL + "y")
-    assert isinstance(r.error_in_exec, UsageError)
+    assert isinstance(r.error_in_exec, UsageError), r.error_in_exec
     assert fragment in str(r.error_in_exec)
+    assert "\n" not in str(r.error_in_exec)
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
+
+
+SYMBOLIC = """
+import numpy as np
+from caten_lab.frontend import Sym, build_graph, placeholder
+n = Sym("n")
+x = placeholder((n, 2), "float32", name="x")
+g, _ = build_graph([(x * 2).sum(0)])
+"""
+
+
+def test_symbols_must_be_the_programs(ip):
+    ip.user_ns["feed"] = {"x": np.ones((3, 2), np.float32)}
+    r = run(ip, "--inputs feed --symbols n=3", SYMBOLIC + "g")
+    assert r.error_in_exec is None, r.error_in_exec
+    np.testing.assert_allclose(ip.user_ns["_caten"].outputs[0], [6.0, 6.0])
+    r = run(ip, "--inputs feed --symbols n=3,m=4", SYMBOLIC + "g")
+    assert isinstance(r.error_in_exec, UsageError)
+    assert str(r.error_in_exec) == "--symbols: unknown symbol(s) m; the program's symbols: n"
 
 
 def test_user_error_is_short_and_points_at_the_cell_line(ip, capsys):

@@ -72,3 +72,23 @@ def test_export_subcommand_weight_format(tmp_path, capsys) -> None:
         env={},
     )
     assert r.returncode == 0 and len(r.stdout.split()) == 5, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "msg"),
+    [
+        (["demo", "--tokens", "abc"], "argument --tokens: expected a non-negative integer, got 'abc'"),
+        (["demo", "--tokens", "-4"], "argument --tokens: expected a non-negative integer, got '-4'"),
+        (["demo", "--top-k", "2.5"], "argument --top-k: expected a non-negative integer, got '2.5'"),
+        (["demo", "--seed", "abc"], "argument --seed: expected a non-negative integer, got 'abc'"),
+        (["demo", "--seed", str(2**64)], f"argument --seed: expected an integer in 0..{2**64 - 1}"),
+        (["demo", "--temperature", "nan"], "argument --temperature: expected a finite number, got 'nan'"),
+        (["demo", "--temperature", "warm"], "argument --temperature: expected a finite number, got 'warm'"),
+        (["export", "x", "--n-ctx", "-1"], "argument --n-ctx: expected a non-negative integer, got '-1'"),
+    ],
+)
+def test_caten_lab_numbers_are_parsed_strictly(capsys, args: list[str], msg: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    assert msg in capsys.readouterr().err
