@@ -19,15 +19,16 @@ from caten_lab.workflow.types import ArrayType
 class NativeAction:
     """A compiled action: call it with the same arguments as the action itself."""
 
-    def __init__(self, act: Any, rendered: RenderedActions, path: Path, safety: int, cc_s: float) -> None:
+    def __init__(self, act: Any, rendered: RenderedActions, path: Path, safety: int, cc_s: float,
+                 load_path: Path | None = None) -> None:
         self.action = act
         self.rendered = rendered
-        self.path = path
+        self.path = path  # the library in the cache; ``load_path`` is the verified private copy loaded
         self.safety = safety
         self.cc_s = cc_s
         self.ffi = cffi.FFI()
         self.ffi.cdef(rendered.cdef)
-        self.lib = self.ffi.dlopen(str(path))
+        self.lib = self.ffi.dlopen(str(load_path or path))
         self.fn = getattr(self.lib, rendered.entry)
         self._err = np.zeros(4, dtype=np.int64)
         self._err_ptr = self.ffi.cast("int64_t *", self.ffi.from_buffer(self._err))
@@ -101,4 +102,4 @@ def compile_action(act: Any, *, safety: int | None = None, cc: str | None = None
     rendered = render_c(act, safety=safety)
     tc = toolchain(cc or cfg.cc, cfg.cache_dir)
     built = build_library(rendered.source, tc, cfg.cache_dir)
-    return NativeAction(act, rendered, built.path, safety, built.cc_s)
+    return NativeAction(act, rendered, built.path, safety, built.cc_s, built.load_path)
