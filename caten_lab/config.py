@@ -23,7 +23,8 @@ BACKENDS = ("c", "numpy")
 
 ENV_VARS = {
     "CATEN_BACKEND": "backend: 'c' (compile to C, default) or 'numpy' (the reference interpreter)",
-    "CATEN_SAFETY": "safety level 0 (no checks), 1 (cheap Python checks, default), 2 (every index checked in C)",
+    "CATEN_SAFETY": "safety level 0 (only bindings, when asked), 1 (default: argument shapes, symbolic windows "
+                    "against their buffers, integer division by zero, action indices), 2 (also every kernel index)",
     "CATEN_DEBUG": "debug level: 0 silent, 1 compile summary, 2 + C source path, 3 + pass timings",
     "CATEN_CACHE_DIR": "directory of compiled libraries (default ~/.cache/caten_lab; made if missing; an unusable "
                        "one is an error, an unusable default falls back to a temporary directory)",
