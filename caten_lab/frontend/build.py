@@ -77,7 +77,8 @@ def trace(outputs: Sequence[object], *, bind: bool = True) -> Traced:
             tuple((k, _key(v)) for k, v in attrs.items()),
         )
         try:
-            hit = cse.get(key)
+            # a scratch buffer is its own storage: two are never merged
+            hit = None if node.op == "allocate" and node.buffer is None else cse.get(key)
         except TypeError:  # an unhashable attribute: never merged
             key, hit = None, None
         if hit is not None:
@@ -172,4 +173,4 @@ def realize(outputs: Sequence[object], symbols: Mapping[str, int]) -> list[np.nd
         )
     results = execute(t.graph, t.arrays, dict(symbols))
     commit(t)
-    return results[: t.n_outputs]
+    return [np.asarray(r) for r in results[: t.n_outputs]]  # an ndarray on every backend, 0-d included

@@ -1,7 +1,8 @@
 """Elementwise math on lazy Tensors, derived from the few AIR primitives.
 
 exp and log go through exp2/log2, cos through sin, tanh through exp, erf through a polynomial
-(Abramowitz & Stegun 7.1.26, |error| < 1.5e-7), minimum through where, comparisons through lt/ne.
+(Abramowitz & Stegun 7.1.26, |error| < 1.5e-7), minimum through max of negations (floats, so NaN
+propagates) or where (integers), comparisons through lt/ne.
 On float16 these composites run in float32 and round once at the end (``_in_float32``).
 """
 
@@ -11,6 +12,8 @@ import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from caten_lab.air.dtypes import DType
 from caten_lab.frontend.errors import DTypeError
@@ -258,10 +261,24 @@ class ElementwiseMixin:
         return self._binary("maximum", "max", other)
 
     def minimum(self: Tensor, other: Any) -> Tensor:
+        """Elementwise min; a NaN in either operand gives NaN (torch.minimum / np.minimum)."""
         (a, b), dt, shape = self._operands("minimum", (other,))
+        if dt.is_float:  # max propagates NaN and negation is exact
+            return -type(self)._ew("max", [-a, -b], shape, dt)
         return (a < b).where(a, b) if isinstance(a, type(self)) else (b < a).where(b, a)
 
     def clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
+        """torch.clamp: ``minimum(maximum(x, min), max)``; NaN stays NaN, and min > max gives max."""
+        if min is None and max is None:
+            raise DTypeError("clamp: give min, max or both", where=user_source())
+        for name, bound in (("min", min), ("max", max)):
+            if bound is not None and (
+                isinstance(bound, str) or not isinstance(bound, (int, float, type(self), np.generic))
+            ):
+                raise DTypeError(
+                    f"clamp: {name} must be a number or a Tensor, got {bound!r} ({type(bound).__name__})",
+                    where=user_source(),
+                )
         out = self
         if min is not None:
             out = out.maximum(min)
