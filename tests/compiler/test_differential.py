@@ -6,12 +6,16 @@ checks them all (see compiler_progs.py for what the programs cover).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from compiler_progs import assert_same, graph_float_floor, program_batch, slow_scale
+from compiler_progs import assert_same, graph_float_floor, program_batch, slow_scale, tolerance
+from frontend_progs import Batch, frontend_batch
 from hypothesis import HealthCheck, given, settings
 
 from caten_lab.air import interpret
 from caten_lab.compiler import compile
+from caten_lab.config import settings as caten_settings
+from caten_lab.frontend.build import realize
 
 PROGRAMS_PER_BATCH = 6
 _settings = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -51,5 +55,54 @@ def test_c_backend_equals_interpreter_many() -> None:
     def inner(batch) -> None:  # noqa: ANN001
         g, inputs, symbols = batch
         check(g, inputs, symbols)
+
+    inner()
+
+
+# ---- the frontend on hostile values: C vs interpreter vs NumPy ---------------------------------
+
+
+def _assert_case(label: str, got: np.ndarray, want: np.ndarray, who: str) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{label} on {who}: shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"{label} on {who}: dtype {got.dtype} != {want.dtype}"
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), equal_nan=True,
+                                   err_msg=f"{label} on {who}", **tolerance(want.dtype))
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=f"{label} on {who}")
+
+
+def check_frontend_batch(batch: Batch) -> None:
+    tensors = [c.tensor for c in batch.cases]
+    if tensors:
+        with caten_settings(backend="numpy"):
+            on_numpy = realize(tensors, {})
+        with caten_settings(backend="c"):
+            on_c = realize(tensors, {})
+        for case, r_np, r_c in zip(batch.cases, on_numpy, on_c):
+            _assert_case(case.label, r_np, case.want, "the interpreter")
+            _assert_case(case.label, r_c, case.want, "C")
+            _assert_case(case.label, r_c, r_np, "C vs the interpreter")
+    for arr, before in batch.inputs:  # no case stores into a bound tensor: every input is unchanged
+        np.testing.assert_array_equal(arr, before, err_msg="an input array was written")
+
+
+@settings(max_examples=30, **_settings)
+@given(frontend_batch(n_cases=12))
+def test_frontend_hostile_values_c_interpreter_numpy(batch: Batch) -> None:
+    """NaN/inf/-0.0, integer extremes, size-0 axes and stores into derived tensors, on both backends."""
+    check_frontend_batch(batch)
+
+
+@pytest.mark.slow
+def test_frontend_hostile_values_many() -> None:
+    """About 600 batches at CATEN_SLOW_SCALE=10; about 60 at the default scale 1."""
+    n = max(2, int(6 * slow_scale()))
+
+    @settings(max_examples=n, **{**_settings, "derandomize": False})
+    @given(frontend_batch(n_cases=24))
+    def inner(batch: Batch) -> None:
+        check_frontend_batch(batch)
 
     inner()
