@@ -277,7 +277,7 @@ class ElementwiseMixin:
             raise DTypeError("clamp: give min, max or both", where=user_source())
         for name, bound in (("min", min), ("max", max)):
             if bound is not None and (
-                isinstance(bound, str) or not isinstance(bound, (int, float, type(self), np.generic))
+                isinstance(bound, str) or not isinstance(bound, (int, float, type(self), np.generic, np.ndarray))
             ):
                 raise DTypeError(
                     f"clamp: {name} must be a number or a Tensor, got {bound!r} ({type(bound).__name__})",
