@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from caten_lab.air.dtypes import DType
+from caten_lab.frontend.division import float_floordiv, float_mod, is_negative
 from caten_lab.frontend.errors import DTypeError
 from caten_lab.frontend.source import user_source
 
@@ -90,25 +91,25 @@ class ElementwiseMixin:
         """Floor division (Python semantics) on integers; floor(a / b) on floats."""
         (a, b), dt, shape = self._operands("floordiv", (other,))
         if dt.is_float:
-            return _float_floordiv(a, b)
+            return float_floordiv(a, b)
         if dt == DType.bool:
             raise DTypeError("floordiv: not defined for bool tensors", where=user_source())
         q = type(self)._ew("idiv", [a, b], shape, dt)
         if dt.is_unsigned:  # truncation is floor for non-negative operands
             return q
         r = type(self)._ew("mod", [a, b], shape, dt)
-        fix = (r != 0).logical_and((r < 0).logical_xor(_lt0(b)))
+        fix = (r != 0).logical_and((r < 0).logical_xor(is_negative(b)))
         return fix.where(q - 1, q)
 
     def mod(self: Tensor, other: Any) -> Tensor:
         """Remainder with the sign of the divisor (Python / torch semantics)."""
         (a, b), dt, shape = self._operands("mod", (other,))
         if dt.is_float:
-            return _float_mod(a, b)
+            return float_mod(a, b)
         r = type(self)._ew("mod", [a, b], shape, dt)
         if dt.is_unsigned:
             return r
-        fix = (r != 0).logical_and((r < 0).logical_xor(_lt0(b)))
+        fix = (r != 0).logical_and((r < 0).logical_xor(is_negative(b)))
         return fix.where(r + b, r)
 
     __add__ = add
@@ -369,46 +370,6 @@ class ElementwiseMixin:
         shape = _bshape(cond, x, y)
         ops = [cond.broadcast_to(shape)] + [v.broadcast_to(shape) if isinstance(v, t) else v for v in (x, y)]
         return t._ew("where", ops, shape, dt)
-
-
-def _is_inf(v: Any) -> Any:
-    return math.isinf(v) if isinstance(v, float) else v.abs() == math.inf
-
-
-def _is_finite(v: Any) -> Any:
-    return math.isfinite(v) if isinstance(v, float) else (v - v) == 0  # inf - inf and NaN are NaN
-
-
-def _signs_differ(a: Tensor, b: Any) -> Tensor:
-    """a and b have opposite signs (a nonzero): where floor division rounds down past zero."""
-    return (a != 0).logical_and((a < 0).logical_xor(_lt0(b)))
-
-
-def _float_floordiv(a: Tensor, b: Any) -> Tensor:
-    """floor(a / b) with NumPy/torch's special cases: inf // b is NaN (b != 0); finite a // inf is 0, or -1
-    when the signs differ (as Python's ``-5.0 // inf``)."""
-    q = (a / b).floor()
-    q = _is_inf(a).logical_and(b != 0).where(math.nan, q)  # (inf // 0 stays inf, as in NumPy)
-    inf_b = _is_inf(b)
-    if isinstance(inf_b, bool) and not inf_b:
-        return q
-    past = _signs_differ(a, b).logical_and(_is_finite(a))
-    return (past.logical_and(inf_b) if not isinstance(inf_b, bool) else past).where(-1.0, q)
-
-
-def _float_mod(a: Tensor, b: Any) -> Tensor:
-    """a - floor(a / b) * b with the sign of b; a finite a mod inf is a, or b when the signs differ."""
-    r = a - (a / b).floor() * b
-    inf_b = _is_inf(b)
-    if isinstance(inf_b, bool) and not inf_b:
-        return r
-    special = _signs_differ(a, b).where(b, a)
-    hit = _is_finite(a) if isinstance(inf_b, bool) else _is_finite(a).logical_and(inf_b)
-    return hit.where(special, r)
-
-
-def _lt0(b: Any) -> Any:
-    return b < 0 if not isinstance(b, (int, float, bool)) else (b < 0)
 
 
 def _as_bool(v: Any) -> Any:

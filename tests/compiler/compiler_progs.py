@@ -16,14 +16,13 @@ hold NaN/+-inf/-0.0 and the integer extremes; with ``empty`` shapes may have siz
 from __future__ import annotations
 
 import numpy as np
+from frontend_progs import hostile as hostile_array
 from hypothesis import strategies as st
 
 from caten_lab.air import Graph, Sym, dtypes
 from caten_lab.air.dtypes import DType
 from caten_lab.air.symbolic import evaluate
 from caten_lab.passes.indexing import contiguous_strides
-
-from frontend_progs import hostile as hostile_array  # noqa: I001 - the tests directory is on sys.path
 
 FLOATS = (dtypes.float32, dtypes.float64, dtypes.float16)
 INTS = (dtypes.int32, dtypes.int64)
