@@ -144,6 +144,7 @@ class ReduceMixin:
     def logsumexp(self: Tensor, axis: Axis, keepdim: bool = False) -> Tensor:
         x = self._float()
         m = x._reduce("max", axis, True, "logsumexp")
+        m = (m.abs() == float("inf")).where(0.0, m)  # as torch: an infinite max must not make inf - inf
         out = (x - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.squeeze(self._axes(axis, "logsumexp"))
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 from hypothesis import strategies as st
 
 from caten_lab.frontend import Tensor
@@ -30,6 +31,8 @@ ALL = ("bool", *INT, *FLOAT)
 
 def specials(dtype: str, extremes: bool = True) -> np.ndarray:
     """The hostile values of ``dtype`` (``extremes``: include the largest magnitudes)."""
+    if dtype not in FLOAT:
+        extremes = True  # integer extremes are exact everywhere (two's complement wraps)
     if dtype == "bool":
         return np.array([False, True])
     if dtype in FLOAT:
@@ -56,8 +59,7 @@ def hostile(rng: np.random.Generator, dtype: str, shape: tuple, extremes: bool =
         base = rng.uniform(-4, 4, n).astype(dtype)
     else:
         ii = np.iinfo(dtype)
-        lo, hi = (max(ii.min, -50), min(ii.max, 50)) if not extremes else (ii.min, ii.max)
-        base = rng.integers(lo, hi, n, endpoint=True, dtype=dtype)
+        base = rng.integers(ii.min, ii.max, n, endpoint=True, dtype=dtype)
     sp = specials(dtype, extremes)
     pick = rng.random(n) < 0.5
     base[pick] = sp[rng.integers(0, len(sp), int(pick.sum()))]
@@ -96,6 +98,15 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _torch(fn: Callable[..., torch.Tensor]) -> Callable[..., np.ndarray]:
+    """A torch reference in float64, rounded once to the operand dtype (NumPy has no erf)."""
+
+    def ref(*xs: np.ndarray) -> np.ndarray:
+        return fn(*(torch.from_numpy(x.astype(np.float64)) for x in xs)).numpy().astype(xs[0].dtype)
+
+    return ref
+
+
 def _sign_torch(x: np.ndarray) -> np.ndarray:  # torch.sign(nan) is 0 (np.sign gives nan)
     return np.nan_to_num(np.sign(x), nan=0.0).astype(x.dtype) if x.dtype.kind == "f" else np.sign(x)
 
@@ -131,6 +142,15 @@ UNARY = [
     Op("floor", 1, FLOAT, lambda x: x.floor(), _np(np.floor)),
     Op("ceil", 1, FLOAT, lambda x: x.ceil(), _np(np.ceil)),
     Op("trunc", 1, FLOAT, lambda x: x.trunc(), _np(np.trunc)),
+    # erf is a polynomial with |error| < 1.5e-7 (documented): exact enough for float32, not float64
+    Op("erf", 1, ("float16", "float32"), lambda x: x.erf(), _torch(torch.erf)),
+    Op("gelu", 1, ("float16", "float32"), lambda x: x.gelu(), _torch(torch.nn.functional.gelu)),
+    Op("silu", 1, FLOAT, lambda x: x.silu(), _torch(torch.nn.functional.silu)),
+    Op("cos", 1, FLOAT, lambda x: x.cos(), _f64(np.cos), extremes=False),
+    Op("square float", 1, FLOAT, lambda x: x ** 2, _np(np.square)),
+    Op("pow 3", 1, (*INT, *FLOAT), lambda x: x ** 3, _np(lambda a: a * a * a)),
+    Op("pow 0.5", 1, FLOAT, lambda x: x ** 0.5, _f64(np.sqrt)),
+    Op("pow -1", 1, FLOAT, lambda x: x ** -1, _f64(np.reciprocal)),
     Op("reciprocal", 1, FLOAT, lambda x: x.reciprocal(), _f64(np.reciprocal)),
     Op("clamp", 1, (*SIGNED, *FLOAT), lambda x: x.clamp(-2, 1), _np(lambda a: np.clip(a, -2, 1).astype(a.dtype))),
     Op("clamp lo>hi", 1, (*SIGNED, *FLOAT), lambda x: x.clamp(1, -2),
@@ -181,8 +201,21 @@ REDUCE = [  # (name, dtypes, run(x, axis), ref(a, axis), extremes)
     ("min", ALL, lambda x, ax: x.min(ax), lambda a, ax: np.min(a, axis=ax), True),
     ("argmax", ALL, lambda x, ax: x.argmax(ax), lambda a, ax: np.argmax(a, axis=ax).astype(np.int64), True),
     ("argmin", ALL, lambda x, ax: x.argmin(ax), lambda a, ax: np.argmin(a, axis=ax).astype(np.int64), True),
+    ("var", FLOAT, lambda x, ax: x.var(ax), lambda a, ax: _var_ref(a, ax), False),
+    ("logsumexp", FLOAT, lambda x, ax: x.logsumexp(ax if ax is not None else tuple(range(x.ndim))),
+     lambda a, ax: _torch(lambda t: torch.logsumexp(t, ax if ax is not None else tuple(range(t.ndim))))(a), False),
+    ("log_softmax", FLOAT, lambda x, ax: x.log_softmax(ax),
+     lambda a, ax: _torch(lambda t: torch.log_softmax(t, ax))(a) if a.shape[ax] else a.copy(), False),
     ("softmax", FLOAT, lambda x, ax: x.softmax(ax), lambda a, ax: _f64(lambda v: _softmax(v, ax))(a), False),
 ]
+
+
+def _var_ref(a: np.ndarray, axis: Any) -> np.ndarray:  # torch: correction 1; n <= 1 gives NaN
+    with np.errstate(all="ignore"):
+        n = a.size if axis is None else a.shape[axis]
+        out = np.var(a.astype(np.float64), axis=axis, ddof=1) if n > 1 else np.full(
+            np.sum(a, axis=axis).shape, np.nan)
+    return np.asarray(out).astype(a.dtype)
 
 
 @dataclass
@@ -226,7 +259,7 @@ def _case_reduce(draw: Any, b: Batch, rng: np.random.Generator) -> None:
     name, dts, run, ref, extremes = draw(st.sampled_from(REDUCE))
     dt = draw(st.sampled_from(dts))
     shape = _shape(draw)
-    axis = draw(st.sampled_from([None, *range(len(shape))])) if name != "softmax" else draw(
+    axis = draw(st.sampled_from([None, *range(len(shape))])) if "softmax" not in name else draw(
         st.integers(0, len(shape) - 1))
     a = hostile(rng, dt, shape, extremes)
     label = f"{name}(axis={axis}) {dt}{list(shape)}"
@@ -246,7 +279,7 @@ def _case_reduce(draw: Any, b: Batch, rng: np.random.Generator) -> None:
 
 
 def _case_movement(draw: Any, b: Batch, rng: np.random.Generator) -> None:
-    kind = draw(st.sampled_from(["triu", "tril", "gather", "flip", "pad", "cat", "slice"]))
+    kind = draw(st.sampled_from(["triu", "tril", "gather", "flip", "pad", "cat", "slice", "rows", "matmul"]))
     dt = draw(st.sampled_from(ALL))
     shape = _shape(draw, min_rank=2 if kind in ("triu", "tril") else 1)
     a = hostile(rng, dt, shape)
@@ -270,6 +303,19 @@ def _case_movement(draw: Any, b: Batch, rng: np.random.Generator) -> None:
     elif kind == "cat":
         c = hostile(rng, dt, (draw(st.integers(0, 2)), *shape[1:]))
         got, want = Tensor.cat([x, b.bind(c)], 0), np.concatenate([a, c], 0)
+    elif kind == "rows":  # x[int tensor]
+        ids = rng.integers(0, max(shape[0], 1), size=(draw(st.integers(0, 3)),)).astype(np.int32)
+        if not shape[0]:
+            ids = ids[:0]
+        got, want = x[Tensor.from_numpy(ids)], a[ids]
+    elif kind == "matmul" and dt not in ("bool", "float16"):
+        w = hostile(rng, dt, (shape[-1], draw(st.integers(0, 3))), extremes=False)
+        got = x @ b.bind(w)
+        if dt in FLOAT:
+            with np.errstate(all="ignore"):
+                want = (a.astype(np.float64) @ w.astype(np.float64)).astype(dt)
+        else:  # integer matmul wraps in its own dtype, as torch does
+            want = (a.astype(np.int64) @ w.astype(np.int64)).astype(dt)
     else:
         lo, hi = sorted(draw(st.lists(st.integers(-5, 5), min_size=2, max_size=2)))
         step = draw(st.sampled_from([1, 2, -1]))

@@ -249,3 +249,41 @@ def test_empty_axis_sum_mean_softmax(backend: str) -> None:
 def test_numpy_returns_an_ndarray_for_0d_results(backend: str) -> None:
     got = T(np.array([3, 1, 2], np.int8)).max().numpy()
     assert type(got) is np.ndarray and got.shape == () and got.dtype == np.int8
+
+
+# ---- f. found by the differential fuzz -----------------------------------------------------------
+
+
+def test_float_floordiv_and_mod_with_infinite_and_nan_operands(backend: str) -> None:
+    """NumPy and torch: inf // b is NaN, -5 // inf is -1, 5 % inf is 5, -5 % inf is inf."""
+    inf, nan = np.inf, np.nan
+    a = np.array([5.0, -5.0, inf, 5.0, -0.0, 5.0, 0.0, -1.0, nan, inf, -inf, 1.0, 7.5], np.float32)
+    b = np.array([inf, inf, 2.0, -inf, 3.0, 0.0, inf, -inf, inf, 0.0, -2.0, nan, -2.0], np.float32)
+    x, y = T(a), T(b)
+    with np.errstate(all="ignore"):
+        close((x // y).numpy(), np.floor_divide(a, b))
+        close((x % y).numpy(), np.remainder(a, b))
+        close((x // float("inf")).numpy(), np.floor_divide(a, np.float32(inf)))
+        close((x % float("-inf")).numpy(), np.remainder(a, np.float32(-inf)))
+    close((x // y).numpy(), torch.floor_divide(tt(a), tt(b)))
+    close((x % y).numpy(), torch.remainder(tt(a), tt(b)))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint32"])
+def test_unsigned_arithmetic_with_negative_literals(backend: str, dtype: str) -> None:
+    """x - 1, x // 2 and x % 7 on unsigned tensors wrap like NumPy (the interpreter used to overflow)."""
+    info = np.iinfo(dtype)
+    a = np.array([0, 1, 7, info.max - 1, info.max], dtype=dtype)
+    x = T(a)
+    close((x - 1).numpy(), a - np.array(1, dtype))
+    close((x * -1).numpy(), (a.astype(np.int64) * -1).astype(dtype))
+    close((x // 2).numpy(), a // 2)
+    close((x % 7).numpy(), a % 7)
+    close((x // T(np.array([3, 2, 2, 5, 1], dtype))).numpy(), a // np.array([3, 2, 2, 5, 1], dtype))
+
+
+def test_logsumexp_with_infinities(backend: str) -> None:
+    inf = np.inf
+    a = np.array([[1.0, inf], [-inf, -inf], [2.0, -inf], [np.nan, 1.0], [inf, inf]], np.float32)
+    close(T(a).logsumexp(1).numpy(), torch.logsumexp(tt(a), 1))
+    close(T(a.astype(np.float16)).logsumexp(1).numpy(), torch.logsumexp(tt(a).half(), 1), atol=1e-3)
