@@ -82,6 +82,24 @@ def test_setitem_into_the_bound_tensor_itself_is_in_place(backend: str) -> None:
     np.testing.assert_array_equal(y.numpy(), np.array([[0, 1, 2], [5, 5, 5]], np.int32))
 
 
+def test_symbolic_setitem_into_derived_placeholder(backend: str) -> None:
+    from caten_lab.air.symbolic import Sym
+    from caten_lab.frontend import build_graph, execute, placeholder
+
+    n, pos = Sym("n"), Sym("pos")
+    x = placeholder((2, n), name="x")
+    y = x * 1
+    y[:, pos : pos + 1] = 5.0
+    g, arrays = build_graph([y])
+    for p in (0, 2, 3):
+        a = np.arange(8, dtype=np.float32).reshape(2, 4)
+        keep = a.copy()
+        want = keep.copy()
+        want[:, p : p + 1] = 5.0
+        np.testing.assert_array_equal(execute(g, {**arrays, "x": a}, {"pos": p})[0], want)
+        np.testing.assert_array_equal(a, keep)
+
+
 @pytest.mark.parametrize("first", ["x", "y"])
 def test_results_do_not_depend_on_the_order_of_realization(backend: str, first: str) -> None:
     """y built from x before x[1:] = x[:-1] keeps x's old values, whichever is realized first."""
