@@ -277,7 +277,11 @@ class MovementMixin:
         return out.reshape(*ids.shape, *rest)
 
     def __setitem__(self: Tensor, idx: Any, value: Any) -> None:
-        """Write ``value`` into a window of this tensor (a ``store``; in place in the bound buffer)."""
+        """Write ``value`` into a window of this tensor (a ``store``).
+
+        On a bound tensor (``from_numpy``, a parameter or a state) the store is in place in its buffer;
+        on a computed tensor it writes into a fresh copy, so the inputs it was computed from never change.
+        """
         node: LazyNode = self.node
         if node.op == "view":
             raise SliceError(

@@ -1,7 +1,8 @@
 """Reductions (sum, mean, max, min, argmax, var, softmax, log_softmax) and matmul.
 
 AIR has one reduction op (add or max, keeping reduced axes as size 1); everything else derives from
-it: min is max under an exact order-reversing map (``~x`` on integers, ``-x`` on floats). matmul is broadcast-multiply then sum over the shared axis, built from views so nothing is copied.
+it: min is max under an exact order-reversing map (``~x`` on integers, ``-x`` on floats). matmul is
+broadcast-multiply then sum over the shared axis, built from views so nothing is copied.
 """
 
 from __future__ import annotations
