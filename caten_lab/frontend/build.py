@@ -77,7 +77,8 @@ def trace(outputs: Sequence[object], *, bind: bool = True) -> Traced:
             tuple((k, _key(v)) for k, v in attrs.items()),
         )
         try:
-            hit = cse.get(key)
+            # a scratch buffer is its own storage: two are never merged
+            hit = None if node.op == "allocate" and node.buffer is None else cse.get(key)
         except TypeError:  # an unhashable attribute: never merged
             key, hit = None, None
         if hit is not None:
@@ -146,11 +147,22 @@ def build_graph(outputs: Sequence[object], *, bind: bool = True) -> tuple[Graph,
     return t.graph, t.arrays
 
 
-def commit(t: Traced) -> None:
-    """After a run wrote the state outputs into their buffers: the owners now read the new values."""
+def commit(t: Traced, before: Mapping[str, np.ndarray] | None = None) -> None:
+    """After a run wrote the state outputs into their buffers: the owners now read the new values.
+
+    ``before`` holds each state's values from before the run: tensors built from the state before the
+    assignment (``y = x * 1; x[0] = 5``) keep reading those, as in NumPy and PyTorch, instead of the
+    updated buffer (their root ``allocate`` now points at the snapshot).
+    """
     from caten_lab.frontend.tensor import Tensor
 
-    for buf in t.states.values():
+    for name, buf in t.states.items():
+        root = buf.pending
+        while root is not None and root.op == "store":
+            root = root.srcs[0]
+        old = (before or {}).get(name)
+        if old is not None and root is not None and root.op == "allocate" and root.buffer is buf:
+            root.buffer = Buffer(buf.shape, buf.dtype, old)
         buf.pending = None
         owner = buf.owner
         if isinstance(owner, Tensor):
@@ -170,6 +182,7 @@ def realize(outputs: Sequence[object], symbols: Mapping[str, int]) -> list[np.nd
             f"cannot realize: input(s) {', '.join(t.unbound)} have no data",
             hint="bind placeholders by running the graph with execute(graph, {name: array}, symbols)",
         )
+    before = {name: np.array(t.arrays[name], copy=True) for name in t.states if name in t.arrays}
     results = execute(t.graph, t.arrays, dict(symbols))
-    commit(t)
-    return results[: t.n_outputs]
+    commit(t, before)
+    return [np.asarray(r) for r in results[: t.n_outputs]]  # an ndarray on every backend, 0-d included

@@ -1,7 +1,8 @@
 """Elementwise math on lazy Tensors, derived from the few AIR primitives.
 
 exp and log go through exp2/log2, cos through sin, tanh through exp, erf through a polynomial
-(Abramowitz & Stegun 7.1.26, |error| < 1.5e-7), minimum through where, comparisons through lt/ne.
+(Abramowitz & Stegun 7.1.26, |error| < 1.5e-7), minimum through max of negations (floats, so NaN
+propagates) or where (integers), comparisons through lt/ne.
 On float16 these composites run in float32 and round once at the end (``_in_float32``).
 """
 
@@ -12,7 +13,10 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from caten_lab.air.dtypes import DType
+from caten_lab.frontend.division import float_floordiv, float_mod, is_negative
 from caten_lab.frontend.errors import DTypeError
 from caten_lab.frontend.source import user_source
 
@@ -87,21 +91,25 @@ class ElementwiseMixin:
         """Floor division (Python semantics) on integers; floor(a / b) on floats."""
         (a, b), dt, shape = self._operands("floordiv", (other,))
         if dt.is_float:
-            return (a / b).floor()
+            return float_floordiv(a, b)
         if dt == DType.bool:
             raise DTypeError("floordiv: not defined for bool tensors", where=user_source())
         q = type(self)._ew("idiv", [a, b], shape, dt)
+        if dt.is_unsigned:  # truncation is floor for non-negative operands
+            return q
         r = type(self)._ew("mod", [a, b], shape, dt)
-        fix = (r != 0).logical_and((r < 0).logical_xor(_lt0(b)))
+        fix = (r != 0).logical_and((r < 0).logical_xor(is_negative(b)))
         return fix.where(q - 1, q)
 
     def mod(self: Tensor, other: Any) -> Tensor:
         """Remainder with the sign of the divisor (Python / torch semantics)."""
         (a, b), dt, shape = self._operands("mod", (other,))
         if dt.is_float:
-            return a - (a / b).floor() * b
+            return float_mod(a, b)
         r = type(self)._ew("mod", [a, b], shape, dt)
-        fix = (r != 0).logical_and((r < 0).logical_xor(_lt0(b)))
+        if dt.is_unsigned:
+            return r
+        fix = (r != 0).logical_and((r < 0).logical_xor(is_negative(b)))
         return fix.where(r + b, r)
 
     __add__ = add
@@ -258,10 +266,24 @@ class ElementwiseMixin:
         return self._binary("maximum", "max", other)
 
     def minimum(self: Tensor, other: Any) -> Tensor:
+        """Elementwise min; a NaN in either operand gives NaN (torch.minimum / np.minimum)."""
         (a, b), dt, shape = self._operands("minimum", (other,))
+        if dt.is_float:  # max propagates NaN and negation is exact
+            return -type(self)._ew("max", [-a, -b], shape, dt)
         return (a < b).where(a, b) if isinstance(a, type(self)) else (b < a).where(b, a)
 
     def clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
+        """torch.clamp: ``minimum(maximum(x, min), max)``; NaN stays NaN, and min > max gives max."""
+        if min is None and max is None:
+            raise DTypeError("clamp: give min, max or both", where=user_source())
+        for name, bound in (("min", min), ("max", max)):
+            if bound is not None and (
+                isinstance(bound, str) or not isinstance(bound, (int, float, type(self), np.generic, np.ndarray))
+            ):
+                raise DTypeError(
+                    f"clamp: {name} must be a number or a Tensor, got {bound!r} ({type(bound).__name__})",
+                    where=user_source(),
+                )
         out = self
         if min is not None:
             out = out.maximum(min)
@@ -348,10 +370,6 @@ class ElementwiseMixin:
         shape = _bshape(cond, x, y)
         ops = [cond.broadcast_to(shape)] + [v.broadcast_to(shape) if isinstance(v, t) else v for v in (x, y)]
         return t._ew("where", ops, shape, dt)
-
-
-def _lt0(b: Any) -> Any:
-    return b < 0 if not isinstance(b, (int, float, bool)) else (b < 0)
 
 
 def _as_bool(v: Any) -> Any:

@@ -277,7 +277,11 @@ class MovementMixin:
         return out.reshape(*ids.shape, *rest)
 
     def __setitem__(self: Tensor, idx: Any, value: Any) -> None:
-        """Write ``value`` into a window of this tensor (a ``store``; in place in the bound buffer)."""
+        """Write ``value`` into a window of this tensor (a ``store``).
+
+        On a bound tensor (``from_numpy``, a parameter or a state) the store is in place in its buffer;
+        on a computed tensor it writes into a fresh copy, so the inputs it was computed from never change.
+        """
         node: LazyNode = self.node
         if node.op == "view":
             raise SliceError(
@@ -306,15 +310,28 @@ class MovementMixin:
             src = literal(value.item() if isinstance(value, np.generic) else value, self.dtype)
         else:
             raise DTypeError(f"setitem: cannot assign a {type(value).__name__}", where=user_source())
-        attrs = {"shape": v.shape, "strides": v.strides, "offset": v.offset}
-        new = LazyNode("store", (node, src), attrs, node.shape, node.dtype, user_source())
         root = node
         while root.op == "store":
             root = root.srcs[0]
+        if root.op not in ("allocate", "const"):
+            # a computed value (y = x * 1): store into a fresh copy of it. A store straight onto the
+            # value would let a graph rewrite (x * 1 -> x) turn it into an in-place update of x's array.
+            node = self._fresh_copy()
+        attrs = {"shape": v.shape, "strides": v.strides, "offset": v.offset}
+        new = LazyNode("store", (node, src), attrs, node.shape, node.dtype, user_source())
         if root.op == "allocate" and root.buffer is not None:
             root.buffer.pending = new
             root.buffer.owner = self
         self.node = new
+
+    def _fresh_copy(self: Tensor) -> LazyNode:
+        """This tensor's value written into a new scratch buffer (an unnamed ``allocate``)."""
+        node: LazyNode = self.node
+        shp, dt, where = node.shape, node.dtype, user_source()
+        scratch = LazyNode("allocate", (), {"shape": shp, "dtype": dt}, shp, dt, where)
+        v = View.contiguous(shp)
+        attrs = {"shape": v.shape, "strides": v.strides, "offset": v.offset}
+        return LazyNode("store", (scratch, node), attrs, shp, dt, where)
 
     # ---- pad / flip / cat / split -------------------------------------------------------------------
     def pad(self: Tensor, padding: Sequence[Any], value: Any = 0.0) -> Tensor:
@@ -397,7 +414,7 @@ class MovementMixin:
         row = t._make("index", (), rc, DType.int64, shape=rc, axis=0, dtype=DType.int64)
         col = t._make("index", (), rc, DType.int64, shape=rc, axis=1, dtype=DType.int64)
         keep = (col >= row + diagonal) if upper else (col <= row + diagonal)
-        return keep.where(self, 0)
+        return keep.where(self, False if self.dtype == DType.bool else 0)  # keeps the dtype
 
     def triu(self: Tensor, diagonal: int = 0) -> Tensor:
         return self._tri(diagonal, True, "triu")
@@ -423,7 +440,8 @@ class MovementMixin:
         x = x.expand(*index.shape, n)
         ar = t._make("index", (), (n,), DType.int64, shape=(n,), axis=0, dtype=DType.int64)
         onehot = index.cast(DType.int64).unsqueeze(-1) == ar
-        return onehot.where(x, 0).sum(-1)
+        zero: Any = False if self.dtype == DType.bool else 0
+        return onehot.where(x, zero).sum(-1, dtype=self.dtype)  # one term is selected: exact, same dtype
 
 
 def sum_dims(dims: Sequence[Dim]) -> Dim:

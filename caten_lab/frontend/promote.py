@@ -50,6 +50,8 @@ def literal(v: object, dt: DType) -> bool | int | float:
     """``v`` as the Python scalar kind matching ``dt`` (AIR literals carry no dtype of their own)."""
     if dt == DType.bool:
         return bool(v)
-    if dt.is_int:
-        return int(v)
+    if dt.is_int:  # two's complement wrap into the dtype, as C does (x_uint8 - 1 adds 255)
+        bits = 8 * dt.np.itemsize
+        n = int(v) % (1 << bits)
+        return n - (1 << bits) if not dt.is_unsigned and n >= 1 << (bits - 1) else n
     return float(v)

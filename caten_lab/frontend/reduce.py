@@ -1,7 +1,8 @@
 """Reductions (sum, mean, max, min, argmax, var, softmax, log_softmax) and matmul.
 
 AIR has one reduction op (add or max, keeping reduced axes as size 1); everything else derives from
-it. matmul is broadcast-multiply then sum over the shared axis, built from views so nothing is copied.
+it: min is max under an exact order-reversing map (``~x`` on integers, ``-x`` on floats). matmul is
+broadcast-multiply then sum over the shared axis, built from views so nothing is copied.
 """
 
 from __future__ import annotations
@@ -56,15 +57,36 @@ class ReduceMixin:
             x = x.cast(DType.int64)
         return x._reduce("add", axis, keepdim, "sum")
 
+    def _check_nonempty(self: Tensor, axis: Axis, op: str) -> None:
+        """max/min/argmax of nothing has no answer: torch and NumPy raise, and so do we."""
+        for a in self._axes(axis, op):
+            n = self.shape[a]
+            if isinstance(n, int) and n == 0:
+                raise ShapeError(
+                    f"{op}: axis {a} of shape {fmt_shape(self.shape)} is empty, so there is no {op}",
+                    where=user_source(),
+                    hint="reduce over a non-empty axis, or use sum (whose empty value is 0)",
+                )
+
     def max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        self._check_nonempty(axis, "max")
         return self._reduce("max", axis, keepdim, "max")
 
     def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        self._check_nonempty(axis, "min")
+        return self._order_reversed()._reduce("max", axis, keepdim, "min")._order_reversed()
+
+    def _order_reversed(self: Tensor) -> Tensor:
+        """An exact, order-reversing bijection of the values: min(x) = r(max(r(x))), argmin = argmax(r(x)).
+
+        ``~x`` on integers (two's complement, signed or unsigned: never wraps, unlike ``-x`` on the
+        minimum), ``not`` on bools, ``-x`` on floats (exact; NaN stays NaN).
+        """
         if self.dtype == DType.bool:
-            return self.logical_not()._reduce("max", axis, keepdim, "min").logical_not()
-        if self.dtype.is_unsigned:
-            raise DTypeError("min: unsigned tensors are not supported", where=user_source())
-        return -((-self)._reduce("max", axis, keepdim, "min"))
+            return self.logical_not()
+        if self.dtype.is_float:
+            return -self
+        return ~self
 
     def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         x = self._float()
@@ -92,41 +114,49 @@ class ReduceMixin:
         return self.var(axis, keepdim, correction).sqrt()
 
     def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        """Index of the first maximum along ``axis`` (int64; over the flattened tensor when None)."""
+        """Index of the first maximum along ``axis`` (int64; over the flattened tensor when None).
+
+        A NaN is the maximum (the index of the first NaN, as in torch and NumPy).
+        """
         if axis is None:
             out = self.reshape(-1).argmax(0)
             return out.reshape(*([1] * self.ndim)) if keepdim else out
         a = self._axis(axis, "argmax")
+        self._check_nonempty(a, "argmax")
         n = self.shape[a]
-        if isinstance(n, int) and n == 0:
-            raise ShapeError(
-                f"argmax: axis {a} of shape {fmt_shape(self.shape)} is empty", where=user_source()
-            )
         t = type(self)
         rng = (n,) + (1,) * (self.ndim - a - 1)
         idx = t._make("index", (), rng, DType.int64, shape=rng, axis=0, dtype=DType.int64)
         rev = t.full((), n - 1, DType.int64) - idx if not isinstance(n, int) else (n - 1) - idx
         is_max = self == self.max(a, keepdim=True)
+        if self.dtype.is_float:  # the max is NaN iff the axis holds one: then the NaNs are the maxima
+            is_max = is_max.logical_or(self != self)
         best = is_max.where(rev, -1).max(a, keepdim)
         return (n - 1) - best if isinstance(n, int) else t.full((), n - 1, DType.int64) - best
 
     def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        return (-self).argmax(axis, keepdim)
+        """Index of the first minimum (the first NaN, if any)."""
+        if axis is None:
+            out = self.reshape(-1).argmin(0)
+            return out.reshape(*([1] * self.ndim)) if keepdim else out
+        self._check_nonempty(self._axis(axis, "argmin"), "argmin")
+        return self._order_reversed().argmax(axis, keepdim)
 
     def logsumexp(self: Tensor, axis: Axis, keepdim: bool = False) -> Tensor:
         x = self._float()
-        m = x.max(axis, keepdim=True)
+        m = x._reduce("max", axis, True, "logsumexp")
+        m = (m.abs() == float("inf")).where(0.0, m)  # as torch: an infinite max must not make inf - inf
         out = (x - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.squeeze(self._axes(axis, "logsumexp"))
 
     def softmax(self: Tensor, axis: int = -1) -> Tensor:
         x = self._float()
-        e = (x - x.max(axis, keepdim=True)).exp()
+        e = (x - x._reduce("max", axis, True, "softmax")).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
         x = self._float()
-        s = x - x.max(axis, keepdim=True)
+        s = x - x._reduce("max", axis, True, "log_softmax")
         return s - s.exp().sum(axis, keepdim=True).log()
 
     # ---- matmul -------------------------------------------------------------------------------

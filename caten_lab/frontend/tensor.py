@@ -145,7 +145,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
 
     @staticmethod
     def from_numpy(array: Any, name: str | None = None, dtype: Any = None) -> Tensor:
-        """Bind a NumPy array (kept by reference: assignments into the tensor write back into it)."""
+        """Bind a NumPy array, kept by reference: assignments into *this* tensor (``x[0] = 1``) write
+        back into it when realized. A tensor computed from it (``y = x * 1``) is a new value: storing
+        into ``y`` never changes the array, and tensors built before an assignment keep the old values."""
         arr = np.asarray(array)
         if arr.dtype == np.float64 and dtype is None:
             arr = arr.astype(np.float32)

@@ -8,12 +8,15 @@ Covered: elementwise chains (float32/float64/float16/int32/int64/bool), broadcas
 permutes, flips (negative strides), slices with offsets, pads (masked views), contiguous reshapes
 of computed values, reductions over any axes, matmul-shaped broadcast-mul + reduce, stores into
 zero buffers, stores whose source reads the destination (x[1:] = x[:-1], x[:] = x[::-1]),
-index/const leaves, casts, and a symbolic dimension bound at run time.
+index/const leaves, casts, and a symbolic dimension bound at run time. With ``hostile`` the inputs
+hold NaN/+-inf/-0.0 and the integer extremes; with ``empty`` shapes may have size-0 axes; with
+``derived_stores`` a program stores into a value computed from an input (``store(x * 1, ...)``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from frontend_progs import hostile as hostile_array
 from hypothesis import strategies as st
 
 from caten_lab.air import Graph, Sym, dtypes, is_value
@@ -29,7 +32,8 @@ class Builder:
     """Grow one random program inside a shared graph."""
 
     def __init__(self, draw, g: Graph, prefix: str, inputs: dict, symbols: dict, rng: np.random.Generator,
-                 symbolic: bool) -> None:  # noqa: ANN001
+                 symbolic: bool, *, hostile: bool = False, empty: bool = False,
+                 derived_stores: bool = False) -> None:  # noqa: ANN001
         self.draw = draw
         self.g = g
         self.prefix = prefix
@@ -39,6 +43,9 @@ class Builder:
         self.pool: list[str] = []
         self.symbolic = symbolic
         self.n_inputs = 0
+        self.hostile = hostile
+        self.empty = empty
+        self.derived_stores = derived_stores
 
     # ---- helpers -------------------------------------------------------------------------
     def pick(self, seq):  # noqa: ANN001, ANN201
@@ -60,7 +67,9 @@ class Builder:
         name = f"{self.prefix}in{self.n_inputs}"
         self.n_inputs += 1
         cs = self.concrete(shape)
-        if dtype.is_float:
+        if self.hostile:  # float extremes stay out: a sum's overflow would depend on the order
+            arr = hostile_array(self.rng, dtype.value, cs, extremes=not dtype.is_float)
+        elif dtype.is_float:
             arr = self.rng.uniform(-2, 2, size=cs).astype(dtype.np)
         elif dtype == dtypes.bool:
             arr = self.rng.integers(0, 2, size=cs).astype(bool)
@@ -73,7 +82,7 @@ class Builder:
 
     def random_shape(self) -> tuple:
         rank = self.integer(1, 3)
-        shape = [self.integer(1, 5) for _ in range(rank)]
+        shape = [self.integer(0 if self.empty else 1, 5) for _ in range(rank)]
         if self.symbolic:
             shape[self.integer(0, rank - 1)] = Sym("n")
         return tuple(shape)
@@ -102,7 +111,7 @@ class Builder:
         dt = self.dtype_of(v)
         kinds = ["unary", "binary", "binary", "reduce", "view", "cast", "where"]
         if not self.symbolic:
-            kinds += ["matmul", "store", "store_overlap", "pad", "reshape"]
+            kinds += ["matmul", "store", "store_overlap", "pad", "reshape", "store_derived"]
         kind = self.pick(kinds)
         getattr(self, f"op_{kind}")(v, dt)
 
@@ -182,7 +191,7 @@ class Builder:
             strides = tuple(-c if a == ax else c for a, c in enumerate(cs))
             off = (shape[ax] - 1) * cs[ax]
             out = self.g.insert("view", [v], shape=shape, strides=strides, offset=off)
-        elif kind == "slice" and not self.symbolic:
+        elif kind == "slice" and not self.symbolic and 0 not in shape:
             ax = self.integer(0, rank - 1)
             n = shape[ax]
             lo = self.integer(0, n - 1)
@@ -211,8 +220,8 @@ class Builder:
         shape = self.shape_of(v)
         n = int(np.prod(shape))
         divs = [d for d in range(1, n + 1) if n % d == 0]
-        a = self.pick(divs)
-        new = (a, n // a) if self.integer(0, 1) else (n,)
+        a = self.pick(divs) if divs else 0
+        new = (a, n // a) if self.integer(0, 1) and a else (n,)
         self.pool.append(self.g.insert("view", [v], shape=new, strides=contiguous_strides(new)))
 
     def op_matmul(self, v: str, dt: DType) -> None:
@@ -266,6 +275,31 @@ class Builder:
             src = self.g.insert("add", [src, self.g.insert("view", [v], shape=window, strides=cs, offset=off)])
         self.pool.append(self.g.insert("store", [v, src], shape=window, strides=cs, offset=off))
 
+    def op_store_derived(self, v: str, dt: DType) -> None:
+        """y = f(x) for an input x, then y[window] = v: the store must not write into x's array.
+
+        Without ``derived_stores`` f is never an identity the compiler simplifies away (x * 2, -x);
+        with it f is one (x * 1, x + 0, x & true, max(x, x)), which exposes a store onto the input.
+        """
+        shape = self.shape_of(v)
+        src = self.new_input(shape, dt)
+        if self.derived_stores:
+            lit = True if dt == dtypes.bool else (1.0 if dt.is_float else 1)
+            op, reads = self.pick([("mul", [src, lit]), ("max", [src, src])] +
+                                  ([("add", [src, 0 if not dt.is_float else 0.0])] if dt != dtypes.bool else []))
+        else:
+            op, reads = ("not", [src]) if dt == dtypes.bool else ("mul", [src, 2.0 if dt.is_float else 2])
+        y = self.g.insert(op, reads)
+        if not shape or shape[0] == 0:
+            self.pool.append(y)
+            return
+        cs = contiguous_strides(shape)
+        row = self.integer(0, shape[0] - 1)
+        window = (1, *shape[1:])
+        val = self.g.insert("view", [v], shape=window, strides=cs, offset=row * cs[0]) if self.integer(0, 1) \
+            else (True if dt == dtypes.bool else (-0.0 if dt.is_float else -1))
+        self.pool.append(self.g.insert("store", [y, val], shape=window, strides=cs, offset=row * cs[0]))
+
     def leaf(self) -> None:
         shape = self.random_shape()
         kind = self.pick(["input", "input", "input", "const", "index"])
@@ -282,7 +316,8 @@ class Builder:
 
 
 @st.composite
-def program_batch(draw, n_programs: int = 6, max_steps: int = 6, symbolic_share: int = 3):  # noqa: ANN001, ANN201
+def program_batch(draw, n_programs: int = 6, max_steps: int = 6, symbolic_share: int = 3, *,  # noqa: ANN001, ANN201
+                  hostile: bool = False, empty: bool = False, derived_stores: bool = False):
     """(graph, inputs, symbols): ``n_programs`` independent random programs in one graph."""
     g = Graph()
     inputs: dict[str, np.ndarray] = {}
@@ -293,7 +328,8 @@ def program_batch(draw, n_programs: int = 6, max_steps: int = 6, symbolic_share:
     for p in range(n_programs):
         symbolic = draw(st.integers(0, symbolic_share)) == 0
         used_sym |= symbolic
-        b = Builder(draw, g, f"p{p}_", inputs, symbols, rng, symbolic)
+        b = Builder(draw, g, f"p{p}_", inputs, symbols, rng, symbolic, hostile=hostile, empty=empty and not symbolic,
+                    derived_stores=derived_stores)
         b.leaf()
         for _ in range(draw(st.integers(1, max_steps))):
             b.step()
