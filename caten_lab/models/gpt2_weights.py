@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from caten_lab.formats.gguf_layout import check_gguf_layout, reader_error
 from caten_lab.formats.model_check import check_model_tensors
 from caten_lab.formats.rules import WeightsError
 from caten_lab.formats.safetensors_header import SafetensorsHeader, TensorEntry, check_header
@@ -260,7 +261,10 @@ def _hf_name(gguf_name: str) -> str | None:
 
 
 def load_gguf(path: str | os.PathLike) -> GPT2Weights:
-    """Load a GPT-2 GGUF file (tensors f32, f16 or q8_0; q8_0 is dequantized to float32)."""
+    """Load a GPT-2 GGUF file (tensors f32, f16, bf16 or a quantized type; dequantized to float32).
+
+    The layout (formats/gguf_layout.py: alignment, bounds, overlap, sizes), the config, the tensor
+    names and shapes are validated before a tensor is dequantized."""
     gguf = _import_gguf()
 
     p = Path(path)
@@ -269,55 +273,63 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
     try:
         reader = gguf.GGUFReader(str(p))
     except Exception as exc:  # the gguf package raises ValueError/IndexError/struct errors
-        raise WeightsError(
-            f"{p}: cannot read GGUF ({type(exc).__name__}: {exc})", hint="truncated or not a GGUF file"
-        ) from None
+        raise reader_error(str(p), exc) from None
+    check_gguf_layout(str(p), reader, p.stat().st_size, gguf.GGML_QUANT_SIZES)
 
     def field(key: str, default: object = None) -> object:
         f = reader.fields.get(key)
         if f is None:
             return default
-        v = f.contents()
-        return v
+        return f.contents()
 
     arch = field("general.architecture")
     if arch != "gpt2":
-        raise WeightsError(f"{p}: general.architecture is {arch!r}, expected 'gpt2'")
+        raise WeightsError(f"{p}: general.architecture is {arch!r}, expected 'gpt2'", rule="CONFIG")
+    names: dict[str, object] = {}
+    for t in reader.tensors:
+        name = _hf_name(t.name)
+        if name is None:
+            raise WeightsError(f"{p}: unexpected tensor {t.name!r}", rule="NAMES",
+                               hint="GPT-2 GGUF tensors are token_embd, position_embd, output_norm, output, blk.N.*")
+        names[name] = t
     cfg_dict = {
         "n_positions": field("gpt2.context_length"),
         "n_embd": field("gpt2.embedding_length"),
         "n_layer": field("gpt2.block_count"),
         "n_head": field("gpt2.attention.head_count"),
-        "layer_norm_epsilon": float(field("gpt2.attention.layer_norm_epsilon", 1e-5)),  # type: ignore[arg-type]
+        "layer_norm_epsilon": field("gpt2.attention.layer_norm_epsilon", 1e-5),
     }
+    wte = names.get("transformer.wte.weight")
+    cfg_dict["vocab_size"] = int(wte.shape[-1]) if wte is not None else field("gpt2.vocab_size")  # type: ignore[attr-defined]
+    tok = field("tokenizer.ggml.eos_token_id")
+    if tok is not None:
+        cfg_dict["eos_token_id"] = cfg_dict["bos_token_id"] = tok
+    cfg = config_from_dict(
+        {k: (v.item() if isinstance(v, np.generic) else v) for k, v in cfg_dict.items()}, str(p)
+    )
+    expected = expected_shapes(cfg)
+    shapes = {}
+    for name, t in names.items():
+        shape = tuple(int(x) for x in reversed(t.shape))  # type: ignore[attr-defined]  # GGUF: fastest dim first
+        shapes[name] = tuple(reversed(shape)) if name.endswith(_TRANSPOSED) else shape
+    entries = [TensorEntry(n, "F32", s, 0, 0) for n, s in shapes.items()]
+    check_model_tensors(str(p), entries, expected)
     sd: dict[str, np.ndarray] = {}
-    for t in reader.tensors:
-        name = _hf_name(t.name)
-        if name is None:
-            raise WeightsError(f"{p}: unexpected tensor {t.name!r}")
+    for name, t in names.items():
         try:
-            arr = gguf.dequantize(t.data, t.tensor_type)
+            arr = gguf.dequantize(t.data, t.tensor_type)  # type: ignore[attr-defined]
         except Exception as exc:
             raise WeightsError(
-                f"{p}: tensor {t.name!r} of type {t.tensor_type.name} cannot be read ({exc})"
+                f"{p}: tensor {t.name!r} of type {t.tensor_type.name} cannot be read ({exc})", rule="DTYPE"  # type: ignore[attr-defined]
             ) from None
-        shape = tuple(int(x) for x in reversed(t.shape))  # GGUF stores dims fastest-first
-        arr = np.asarray(arr).reshape(shape)
-        if t.tensor_type == gguf.GGMLQuantizationType.F16:
+        arr = np.asarray(arr).reshape(tuple(int(x) for x in reversed(t.shape)))  # type: ignore[attr-defined]
+        if t.tensor_type == gguf.GGMLQuantizationType.F16:  # type: ignore[attr-defined]
             arr = arr.astype(np.float16)
         elif arr.dtype != np.float32:
             arr = arr.astype(np.float32)
         if name.endswith(_TRANSPOSED):
             arr = np.ascontiguousarray(arr.T)
         sd[name] = arr
-    wte = sd.get("transformer.wte.weight")
-    cfg_dict["vocab_size"] = int(wte.shape[0]) if wte is not None else field("gpt2.vocab_size")
-    tok = field("tokenizer.ggml.eos_token_id")
-    if tok is not None:
-        cfg_dict["eos_token_id"] = cfg_dict["bos_token_id"] = int(tok)  # type: ignore[arg-type]
-    cfg = config_from_dict(
-        {k: (int(v) if isinstance(v, (np.integer,)) else v) for k, v in cfg_dict.items()}, str(p)
-    )
     return GPT2Weights(cfg, validate_state_dict(cfg, sd, str(p)), str(p))
 
 
