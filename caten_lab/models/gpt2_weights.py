@@ -24,7 +24,7 @@ from caten_lab.formats.strict_json import loads_strict
 from caten_lab.nn.gpt2 import GPT2Config
 
 __all__ = ["GPT2Weights", "WeightsError", "config_from_dict", "expected_shapes", "load_gguf", "load_hf_dir",
-           "read_safetensors", "save_gguf", "validate_state_dict"]
+           "open_checked", "read_safetensors", "save_gguf", "validate_state_dict"]
 
 
 @dataclass
@@ -161,10 +161,7 @@ def load_hf_dir(path: str | os.PathLike, *, mapped: bool = False) -> GPT2Weights
             )
     cfg = config_from_dict(loads_strict(cfg_file.read_bytes(), str(cfg_file), WeightsError, "config"), str(cfg_file))
     expected = expected_shapes(cfg)
-    with open(st_file, "rb") as f:
-        header, mm = _open_safetensors(st_file, f)
-    by_name = check_model_tensors(str(st_file), header.entries, expected,
-                                  lambda e: _raw(mm, header, e))
+    header, mm, by_name = open_checked(st_file, expected)
     sd = {name: _array(mm, header, by_name[name], mapped) for name in expected}
     return GPT2Weights(cfg, sd, str(d))
 
@@ -179,6 +176,16 @@ def _open_safetensors(path: Path, f: object) -> tuple[SafetensorsHeader, mmap.mm
     header = check_header(str(path), f.read(8), f.read, size)  # type: ignore[attr-defined]
     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None  # type: ignore[attr-defined]
     return header, mm
+
+
+def open_checked(path: str | os.PathLike, expected: dict[str, tuple[int, ...]]
+                 ) -> tuple[SafetensorsHeader, mmap.mmap | None, dict[str, TensorEntry]]:
+    """A safetensors file checked by every rule the exported C loader checks too (the header, then its
+    tensors against ``expected``: formats/safetensors_header.py, formats/model_check.py), mapped."""
+    p = Path(path)
+    with open(p, "rb") as f:
+        header, mm = _open_safetensors(p, f)
+    return header, mm, check_model_tensors(str(p), header.entries, expected, lambda e: _raw(mm, header, e))
 
 
 def _raw(mm: mmap.mmap | None, header: SafetensorsHeader, e: TensorEntry) -> np.ndarray:
