@@ -25,7 +25,10 @@ def _align(n: int, a: int) -> int:
 def reader_error(path: str, exc: Exception) -> WeightsError:
     """The gguf package's own refusal, under the rule it amounts to."""
     text = f"{type(exc).__name__}: {exc}"
-    rule = "DUPLICATE_KEY" if "duplicate" in text.lower() else "DTYPE" if "GGMLQuantizationType" in text else "HEADER"
+    low = text.lower()
+    rule = ("DUPLICATE_KEY" if "duplicate" in low else
+            "DTYPE" if "ggmlquantizationtype" in low or "block size" in low else
+            "BOUNDS" if "cannot reshape" in low else "HEADER")  # a tensor's data cut off by the end of file
     return WeightsError(f"{path}: cannot read GGUF ({text[:200]})", rule=rule, hint="truncated or not a GGUF file")
 
 

@@ -18,7 +18,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 # the model the safetensors corpus is written for (tiny, so every file is a few KB)
-CONFIG = {"vocab_size": 16, "n_positions": 8, "n_embd": 4, "n_layer": 1, "n_head": 2, "model_type": "gpt2"}
+CONFIG = {"vocab_size": 16, "n_positions": 8, "n_embd": 4, "n_layer": 1, "n_head": 2, "model_type": "gpt2",
+          "bos_token_id": 0, "eos_token_id": 0}
 N_VOCAB = 257  # the vocabulary corpus: 256 byte tokens + <|endoftext|>
 
 

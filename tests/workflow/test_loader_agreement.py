@@ -1,0 +1,135 @@
+"""One strict validator: every file of tests/corpus/ gets the same verdict from the Python loaders and
+from the exported C loader (the library's loader files, compiled on their own with a tiny driver).
+
+A corrupt file is named after the rule of caten_lab/formats/rules.h it breaks; both loaders must
+name that rule. Valid files load in both with bitwise equal tensors. GGUF files and config.json are
+read by Python only (the exported library reads safetensors); their verdicts are checked here too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from loader_verdicts import (
+    CORPUS,
+    Expected,
+    build_driver,
+    c_safetensors,
+    c_tensor,
+    c_vocab,
+    py_safetensors,
+    py_vocab,
+    rule_of,
+)
+
+from caten_lab.formats.rules import RULES, FormatError, WeightsError
+
+sys.path.insert(0, str(CORPUS))
+import make_corpus  # noqa: E402
+
+ST = sorted((CORPUS / "safetensors").glob("*.safetensors"))
+VOCAB = sorted((CORPUS / "vocab").glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory) -> ctypes.CDLL:
+    return build_driver(tmp_path_factory.mktemp("driver"))
+
+
+@pytest.fixture(scope="module")
+def expected() -> Expected:
+    return Expected(make_corpus.expected())
+
+
+def test_corpus_is_what_the_script_writes(tmp_path) -> None:
+    cases = make_corpus.all_cases(tmp_path)
+    for kind, files in cases.items():
+        on_disk = {p.name: p.read_bytes() for p in (CORPUS / kind).iterdir()}
+        written = {name + make_corpus.EXT[kind]: data for name, data in files.items()}
+        assert set(on_disk) == set(written), kind
+        for name, data in written.items():
+            assert on_disk[name] == data, f"{kind}/{name}: run tests/corpus/make_corpus.py"
+            assert len(data) <= 8192, f"{kind}/{name} is {len(data)} bytes"
+
+
+def test_every_rule_has_a_corrupt_file() -> None:
+    named = {rule_of(p) for p in CORPUS.glob("*/*.*")} - {None}
+    assert named == set(RULES), sorted(set(RULES) ^ named)
+
+
+def test_rule_table_is_the_c_table(lib) -> None:
+    lib.drv_rule_name.restype = ctypes.c_char_p
+    for rule in RULES.values():
+        assert lib.drv_rule_name(rule.id).decode() == rule.name
+    assert lib.drv_rule_name(max(r.id for r in RULES.values()) + 1).decode() == "NONE"
+
+
+@pytest.mark.parametrize("path", ST, ids=lambda p: p.stem)
+def test_safetensors_same_verdict(lib, expected, path: Path) -> None:
+    want = rule_of(path)
+    assert (py_safetensors(path, expected.shapes), c_safetensors(lib, path, expected)) == (want, want)
+
+
+@pytest.mark.parametrize("path", [p for p in ST if rule_of(p) is None], ids=lambda p: p.stem)
+def test_valid_safetensors_equal_tensors(lib, expected, path: Path) -> None:
+    from caten_lab.models.gpt2_weights import read_safetensors
+
+    arrays = read_safetensors(path)
+    for name, shape in expected.shapes.items():
+        ref = np.ascontiguousarray(arrays[name], np.float32)
+        assert c_tensor(lib, path, name, shape).tobytes() == ref.tobytes(), name
+
+
+@pytest.mark.parametrize("path", VOCAB, ids=lambda p: p.stem)
+def test_vocab_same_verdict(lib, path: Path) -> None:
+    want = rule_of(path)
+    n = make_corpus.N_VOCAB
+    assert (py_vocab(path, n), c_vocab(lib, path, n)) == (want, want)
+
+
+def _rule(fn) -> str | None:  # noqa: ANN001
+    try:
+        fn()
+    except FormatError as e:
+        return e.rule
+    return None
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "gguf").glob("*.gguf")), ids=lambda p: p.stem)
+def test_gguf_verdict(path: Path) -> None:
+    from caten_lab.models.gpt2_weights import load_gguf
+
+    assert _rule(lambda: load_gguf(path)) == rule_of(path)
+
+
+def test_valid_gguf_is_the_safetensors_model() -> None:
+    from caten_lab.models.gpt2_weights import load_gguf, read_safetensors
+
+    st = read_safetensors(CORPUS / "safetensors" / "valid-f32.safetensors")
+    got = load_gguf(CORPUS / "gguf" / "valid-f32.gguf").state_dict
+    assert set(got) == set(st)
+    for name, arr in st.items():
+        assert np.array_equal(got[name], arr), name
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "config").glob("*.json")), ids=lambda p: p.stem)
+def test_config_verdict(path: Path) -> None:
+    from caten_lab.formats.strict_json import loads_strict
+    from caten_lab.models.gpt2_weights import config_from_dict
+
+    def load() -> None:
+        config_from_dict(loads_strict(path.read_bytes(), str(path), WeightsError, "config"), str(path))
+
+    assert _rule(load) == rule_of(path)
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "merges").glob("*.txt")), ids=lambda p: p.stem)
+def test_merges_verdict(path: Path) -> None:
+    from caten_lab.formats.vocab_check import check_merges, check_vocab
+
+    vocab = check_vocab((CORPUS / "vocab" / "valid-byte-vocab.json").read_bytes(), "vocab")
+    assert _rule(lambda: check_merges(path.read_bytes(), str(path), vocab)) == rule_of(path)
