@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bad_inputs import Case
-
 from caten_lab.errors import CatenError
 from caten_lab.formats.rules import FormatError
 
