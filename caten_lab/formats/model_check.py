@@ -1,9 +1,11 @@
 """Rules NAMES, DTYPE, SHAPE and TIED: a file's tensors against the architecture's expected table.
 
 Order (``ct_st_check_model`` in the C loader follows it):
-  1. NAMES: every file tensor, in file order, is expected, or ``lm_head.weight``, or a causal-mask
-     buffer ``<P>.attn.bias`` / ``<P>.attn.masked_bias`` of a layer ``<P>`` the model has (HF keeps
-     them in some files); then every expected tensor is present.
+  1. NAMES: every file tensor, in file order, under its canonical name (``transformer.`` prepended
+     unless it has it or is ``lm_head.weight``: GPT2Model checkpoints, like the original HF ``gpt2``,
+     name tensors ``h.0.attn...`` / ``wte.weight``) is not named twice, and is expected, or
+     ``lm_head.weight``, or a causal-mask buffer ``<P>.attn.bias`` / ``<P>.attn.masked_bias`` of a
+     layer ``<P>`` the model has (HF keeps them in some files); then every expected tensor is present.
   2. DTYPE: every expected tensor is F32, F16 or BF16 (an F32 relabelled I32 is refused, not cast).
   3. SHAPE: every expected tensor has its expected shape.
   4. TIED: ``lm_head.weight``, if present, has the dtype, shape and bytes of the token embedding.
@@ -22,6 +24,12 @@ from caten_lab.formats.safetensors_header import TensorEntry
 MODEL_DTYPES = ("F32", "F16", "BF16")
 TIED_NAME = "lm_head.weight"
 EMBEDDING_NAME = "transformer.wte.weight"
+PREFIX = "transformer."
+
+
+def canonical_name(name: str) -> str:
+    """The GPT2LMHeadModel name of a tensor (GPT2Model files lack the ``transformer.`` prefix)."""
+    return name if name.startswith(PREFIX) or name == TIED_NAME else PREFIX + name
 _MASKS = (".attn.bias", ".attn.masked_bias")
 _MASK_OWNER = ".attn.c_attn.bias"
 
@@ -41,12 +49,18 @@ def check_model_tensors(path: str, entries: Sequence[TensorEntry], expected: Map
                         error: type[FormatError] = WeightsError) -> dict[str, TensorEntry]:
     """The entries by name, checked against ``expected`` (name -> shape). ``data(entry)`` gives a
     tensor's bytes (a uint8 view), for the TIED check (None: skip it, e.g. when values are compared elsewhere)."""
-    by_name = {e.name: e for e in entries}
-    unexpected = [e.name for e in entries
-                  if e.name not in expected and e.name != TIED_NAME and not is_mask_buffer(e.name, expected)]
+    by_name: dict[str, TensorEntry] = {}
+    for e in entries:
+        key = canonical_name(e.name)
+        if key in by_name:
+            raise error(f"{path}: tensors {by_name[key].name[:200]!r} and {e.name[:200]!r} are both {key[:200]!r}",
+                        rule="NAMES", hint="a file names each tensor once, with or without the 'transformer.' prefix")
+        by_name[key] = e
+    unexpected = [e.name for e in entries if (k := canonical_name(e.name)) not in expected and k != TIED_NAME
+                  and not is_mask_buffer(k, expected)]
     if unexpected:
         raise error(f"{path}: unexpected tensors {_list(unexpected)}", rule="NAMES",
-                    hint="the file does not match config.json (HF GPT2LMHeadModel names start with 'transformer.')")
+                    hint="the file does not match config.json (HF GPT-2 names: transformer.wte.weight or wte.weight, ...)")
     missing = [n for n in expected if n not in by_name]
     if missing:
         raise error(f"{path}: missing tensors {_list(missing)}", rule="NAMES",

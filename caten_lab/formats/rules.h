@@ -14,7 +14,7 @@ CT_RULE(7, NBYTES, "a tensor spans prod(shape) * itemsize bytes (GGUF: tensors b
 CT_RULE(8, BOUNDS, "data_offsets are ordered (begin <= end) and end inside the data section")
 CT_RULE(9, OVERLAP, "no two tensors share a byte")
 CT_RULE(10, ALIGNMENT, "GGUF: every tensor offset is a multiple of general.alignment")
-CT_RULE(11, NAMES, "tensor names are exactly the architecture's (HF GPT2LMHeadModel names with the transformer. prefix; lm_head.weight and the attn.bias masks optional)")
+CT_RULE(11, NAMES, "tensor names are exactly the architecture's, each once (HF GPT-2 names, with or without the transformer. prefix; lm_head.weight and the attn.bias masks optional)")
 CT_RULE(12, SHAPE, "every tensor has the shape the config implies")
 CT_RULE(13, TIED, "lm_head.weight, when present, is a byte-for-byte copy of transformer.wte.weight")
 CT_RULE(14, CONFIG, "config.json holds GPT-2 keys with values caten_lab implements")

@@ -58,7 +58,7 @@ def test_valid_file_still_reads_exactly(tmp_path) -> None:
 
 def _model_dir(tmp_path: Path, st_name: str) -> Path:
     d = tmp_path / "m"
-    d.mkdir()
+    d.mkdir(parents=True)
     shutil.copy(CORPUS / "config" / "valid-config.json", d / "config.json")
     shutil.copy(CORPUS / "safetensors" / st_name, d / "model.safetensors")
     return d
@@ -74,9 +74,18 @@ def test_wrong_shaped_lm_head_is_refused(tmp_path) -> None:
         load_hf_dir(_model_dir(tmp_path, "TIED-lm-head-wrong-shape.safetensors"))
 
 
-def test_names_without_transformer_prefix_are_refused(tmp_path) -> None:
-    with pytest.raises(WeightsError, match=r"unexpected tensors \['wte.weight', 'wpe.weight'"):
-        load_hf_dir(_model_dir(tmp_path, "NAMES-no-transformer-prefix.safetensors"))
+def test_names_without_transformer_prefix_load_as_the_prefixed_ones(tmp_path) -> None:
+    """GPT2Model checkpoints (the original HF gpt2) lack the prefix: the C loader took them, Python
+    refused them; now both load them (tests/workflow/test_export_load.py), and a file naming one
+    tensor both ways is refused by both."""
+    got = load_hf_dir(_model_dir(tmp_path, "valid-no-transformer-prefix.safetensors")).state_dict
+    ref = read_safetensors(CORPUS / "safetensors" / "valid-f32.safetensors")
+    assert set(got) == set(ref)
+    for k, v in ref.items():
+        np.testing.assert_array_equal(got[k], v)
+    with pytest.raises(WeightsError, match=r"tensors 'transformer.wte.weight' and 'wte.weight' are both "
+                                           r"'transformer.wte.weight' \[rule NAMES\]"):
+        load_hf_dir(_model_dir(tmp_path / "twice", "NAMES-named-twice.safetensors"))
 
 
 def test_valid_model_dir_loads_the_file(tmp_path) -> None:

@@ -389,10 +389,10 @@ def test_vocab_file_tables_are_built_at_init(tokenize_client, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("content", "msg"),
     [
-        ("[1, 2]", "not a JSON object"),
-        ('{"a": 1,', "malformed vocabulary JSON"),
+        ("[1, 2]", "not a JSON object mapping tokens to ids [rule JSON]"),
+        ('{"a": 1,', "the vocabulary is not valid JSON (byte 8) [rule JSON]"),
         ('{"a": 0, "b": 1}', "the vocabulary has 2 tokens"),
-        ('{"a": 99999}', "outside 0..4095"),
+        ('{"a": 99999}', "has an id that is not an integer in 0..4095 [rule VOCAB_ID]"),
         ('{"\\u4e2d": 0}', "not in GPT-2's byte-level alphabet"),
     ],
 )

@@ -384,6 +384,10 @@ def _unprefixed(t: dict) -> None:
         t[k.removeprefix("transformer.")] = t.pop(k)
 
 
+def _named_twice(t: dict) -> None:
+    t["wte.weight"] = t["transformer.wte.weight"]
+
+
 def _lm_head_transposed(t: dict) -> None:
     dt, (v, e), data = t["transformer.wte.weight"]
     t["lm_head.weight"] = (dt, (e, v), np.frombuffer(data, np.float32).reshape(v, e).T.copy().tobytes())
@@ -396,27 +400,53 @@ def _lm_head_copy(t: dict) -> None:
 @pytest.mark.parametrize(
     ("edit", "rc", "msg"),
     [
-        (_unprefixed, 3, "the file does not match the exported model (HF GPT2LMHeadModel names start with 'transformer.') [rule NAMES]"),
+        (_unprefixed, 0, ""),
+        (_named_twice, 3, "tensor 'wte.weight' is named twice (with and without the 'transformer.' prefix) [rule NAMES]"),
         (_lm_head_transposed, 3, "lm_head.weight differs from transformer.wte.weight (the model ties them) [rule TIED]"),
         (_lm_head_copy, 0, ""),
     ],
-    ids=["no-transformer-prefix", "lm-head-wrong-shape", "lm-head-tied-copy"],
+    ids=["no-transformer-prefix", "named-twice", "lm-head-wrong-shape", "lm-head-tied-copy"],
 )
 def test_model_load_names_and_tied_head(model_lib, tmp_path, edit, rc: int, msg: str) -> None:
-    """Before: the C loader took 'wte.weight' for 'transformer.wte.weight' (Python refused it) and
-    ignored lm_head.weight whatever its shape; now both refuse, and a tied copy loads in both."""
+    """Before: the C loader took 'wte.weight' for 'transformer.wte.weight' (GPT2Model checkpoints)
+    and Python refused it, and the C loader ignored lm_head.weight whatever its shape. Now both load
+    an unprefixed file to the same buffers, both refuse a tensor named both ways and an untied
+    lm_head, and a tied copy loads in both."""
     from caten_lab.models.gpt2_weights import load_hf_dir
 
     lib = model_lib("fp32")
+
+    def buffers() -> list[bytes]:
+        out = []
+        for w in range(lib.t_nweights()):
+            n = int(np.prod([int(x) for x in _shape_of(lib, w)])) * 4
+            out.append(bytes((ctypes.c_char * n).from_address(lib.t_buf(w))))
+        return out
+
+    assert lib.t_load(str(MODEL / "model.safetensors").encode()) == 0, lib.t_msg()
+    ref = buffers()
     d = _tiny_with(tmp_path / "m", edit)
     assert lib.t_load(str(d / "model.safetensors").encode()) == rc
     assert msg in lib.t_msg().decode()
-    lib.t_free()
     if rc:
-        with pytest.raises(CatenError):
+        lib.t_free()
+        with pytest.raises(CatenError, match=r"\[rule (NAMES|TIED)\]"):
             load_hf_dir(d)
-    else:
-        load_hf_dir(d)
+        return
+    assert buffers() == ref  # the same weights, whatever the names
+    lib.t_free()
+    got, want = load_hf_dir(d).state_dict, load_hf_dir(MODEL).state_dict
+    assert set(got) == set(want)
+    for k, v in want.items():
+        np.testing.assert_array_equal(got[k], v)
+
+
+def _shape_of(lib, w: int) -> tuple[int, ...]:
+    """The program buffer shape of weight w (its file shape, transposed if the program transposes)."""
+    from caten_lab.models.gpt2_weights import config_from_dict, expected_shapes
+
+    shapes = expected_shapes(config_from_dict(json.loads((MODEL / "config.json").read_text())))
+    return shapes[lib.t_name(w).decode()]
 
 
 def _vocab_variant(tmp_path: Path, edit) -> Path:  # noqa: ANN001 - edit(items: list of [token, id])

@@ -78,7 +78,9 @@ def test_safetensors_same_verdict(lib, expected, path: Path) -> None:
 def test_valid_safetensors_equal_tensors(lib, expected, path: Path) -> None:
     from caten_lab.models.gpt2_weights import read_safetensors
 
-    arrays = read_safetensors(path)
+    from caten_lab.formats.model_check import canonical_name
+
+    arrays = {canonical_name(k): v for k, v in read_safetensors(path).items()}
     for name, shape in expected.shapes.items():
         ref = np.ascontiguousarray(arrays[name], np.float32)
         assert c_tensor(lib, path, name, shape).tobytes() == ref.tobytes(), name

@@ -257,6 +257,12 @@ static int cj_validate(const char *text, size_t n, size_t *at) {
   return rc;
 }
 
+/* 1 if the text's first non-blank character opens an object (to say "not an object", not "not JSON") */
+static int cj_starts_object(const char *text, size_t n) {
+  ct_json p = {text, n, 0, 0};
+  return cj_peek(&p, '{');
+}
+
 /* ---- walkers over validated text */
 static int cj_skip(ct_json *p) { cj_check c; memset(&c, 0, sizeof c); c.dup = 1; return cj_value(p, &c); }
 

@@ -40,7 +40,13 @@ static ct_tensor *ct_st_find_bytes(ct_st *st, const char *name, int64_t len) {
   return k < 0 ? NULL : &st->t[k];
 }
 
-static ct_tensor *ct_st_find(ct_st *st, const char *name) { return ct_st_find_bytes(st, name, (int64_t)strlen(name)); }
+/* tensor ``name`` (a GPT2LMHeadModel name) under that name or, for a GPT2Model file, without the
+   ``transformer.`` prefix (ct_st_check_model refuses a file that has both) */
+static ct_tensor *ct_st_find(ct_st *st, const char *name) {
+  ct_tensor *t = ct_st_find_bytes(st, name, (int64_t)strlen(name));
+  if (!t && !strncmp(name, "transformer.", 12)) t = ct_st_find_bytes(st, name + 12, (int64_t)strlen(name) - 12);
+  return t;
+}
 
 /* the header text of one tensor entry as in safetensors_header.py's _entry; 0 or the rule broken */
 static int ct_st_entry(ct_json *p, ct_tensor *t, const char *path, char *msg) {
@@ -157,6 +163,7 @@ static int ct_st_parse(ct_st *st, const char *h, size_t hlen, int64_t data_size,
   size_t at;
   int r = cj_validate(h, hlen, &at);
   if (r < 0) { ct_fail(msg, "%s: out of memory reading the header", path); return CT_ERR_MEMORY; }
+  if (r == CT_RULE_JSON && !cj_starts_object(h, hlen)) { ct_reject(msg, r, "%s: the safetensors header is not a JSON object", path); return CT_ERR_FORMAT; }
   if (r == CT_RULE_JSON) { ct_reject(msg, r, "%s: the safetensors header is not valid JSON (byte %zu)", path, at); return CT_ERR_FORMAT; }
   if (r) { ct_reject(msg, r, "%s: a key appears twice in one object of the safetensors header (byte %zu)", path, at); return CT_ERR_FORMAT; }
   st->names = malloc(hlen + 1);
@@ -301,7 +308,9 @@ static int ct_st_same_bytes(ct_st *st, const ct_tensor *a, const ct_tensor *b) {
 
 /* Rules NAMES, DTYPE, SHAPE, TIED in the order of model_check.py, before any tensor is read. */
 static int ct_st_check_model(ct_st *st, const ct_expect *ex, int n_ex, const char *path, char *msg) {
-  cj_set want; memset(&want, 0, sizeof want);
+  cj_set want, seen; memset(&want, 0, sizeof want); memset(&seen, 0, sizeof seen);
+  char *canon = NULL;
+  int64_t *coff = NULL;
   size_t total = 0;
   for (int w = 0; w < n_ex; w++) total += strlen(ex[w].name);
   char *arena = malloc(total + 1);
@@ -315,23 +324,50 @@ static int ct_st_check_model(ct_st *st, const ct_expect *ex, int n_ex, const cha
     if (cj_set_add(&want, (int64_t)used, (int64_t)l, 0, w) < 0) { ct_fail(msg, "%s: out of memory", path); rc = CT_ERR_MEMORY; goto out; }
     used += l;
   }
+  /* canonical names (model_check.py canonical_name): each once */
+  size_t ctotal = 1;
+  for (int64_t k = 0; k < st->n; k++) ctotal += (size_t)st->t[k].name_len + 12;
+  canon = malloc(ctotal);
+  coff = malloc(sizeof(int64_t) * (size_t)(st->n + 1));
+  if (!canon || !coff) { ct_fail(msg, "%s: out of memory", path); rc = CT_ERR_MEMORY; goto out; }
+  seen.arena = canon;
+  int64_t cu = 0;
+  for (int64_t k = 0; k < st->n; k++) {
+    const ct_tensor *t = &st->t[k];
+    int keep = (t->name_len >= 12 && !memcmp(t->name, "transformer.", 12)) ||
+               (t->name_len == 14 && !memcmp(t->name, "lm_head.weight", 14));
+    coff[k] = cu;
+    if (!keep) { memcpy(canon + cu, "transformer.", 12); cu += 12; }
+    memcpy(canon + cu, t->name, (size_t)t->name_len);
+    cu += t->name_len;
+    int r = cj_set_add(&seen, coff[k], cu - coff[k], 0, k);
+    if (r < 0) { ct_fail(msg, "%s: out of memory", path); rc = CT_ERR_MEMORY; goto out; }
+    if (r == 0) {
+      ct_reject(msg, CT_RULE_NAMES, "%s: tensor '%.*s' is named twice (with and without the 'transformer.' prefix)",
+                path, (int)(t->name_len > 200 ? 200 : t->name_len), t->name);
+      rc = CT_ERR_MISMATCH; goto out;
+    }
+  }
+  coff[st->n] = cu;
   static const char *masks[2] = {".attn.bias", ".attn.masked_bias"};
   for (int64_t k = 0; k < st->n; k++) {
     const ct_tensor *t = &st->t[k];
-    if (cj_set_find(&want, t->name, t->name_len, 0) >= 0) continue;
-    if (t->name_len == 14 && !memcmp(t->name, "lm_head.weight", 14)) continue;
+    ct_tensor c = *t;  /* the canonical name */
+    c.name = canon + coff[k]; c.name_len = coff[k + 1] - coff[k];
+    if (cj_set_find(&want, c.name, c.name_len, 0) >= 0) continue;
+    if (c.name_len == 14 && !memcmp(c.name, "lm_head.weight", 14)) continue;
     int mask = 0;
     for (int s = 0; s < 2 && !mask; s++) {
       int64_t stem;
-      if (!ct_ends_with(t, masks[s], &stem) || stem + 17 > 4096) continue;
+      if (!ct_ends_with(&c, masks[s], &stem) || stem + 17 > 4096) continue;
       char owner[4096 + 32];
-      memcpy(owner, t->name, (size_t)stem);
+      memcpy(owner, c.name, (size_t)stem);
       memcpy(owner + stem, ".attn.c_attn.bias", 17);
       mask = cj_set_find(&want, owner, stem + 17, 0) >= 0;
     }
     if (mask) continue;
     ct_reject(msg, CT_RULE_NAMES, "%s: unexpected tensor '%.*s': the file does not match the exported model "
-              "(HF GPT2LMHeadModel names start with 'transformer.')", path, (int)(t->name_len > 200 ? 200 : t->name_len), t->name);
+              "(HF GPT-2 names: transformer.wte.weight or wte.weight, ...)", path, (int)(t->name_len > 200 ? 200 : t->name_len), t->name);
     rc = CT_ERR_MISMATCH; goto out;
   }
   for (int w = 0; w < n_ex; w++) {
@@ -377,6 +413,9 @@ static int ct_st_check_model(ct_st *st, const ct_expect *ex, int n_ex, const cha
   }
 out:
   cj_set_free(&want);
+  cj_set_free(&seen);
   free(arena);
+  free(canon);
+  free(coff);
   return rc;
 }

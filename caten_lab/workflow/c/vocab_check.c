@@ -41,6 +41,7 @@ static int ct_vocab_check(const char *text, size_t size, int64_t n, const char *
   ct_rule = CT_RULE_NONE;
   int r = cj_validate(text, size, &at);
   if (r < 0) { ct_fail(msg, "%s: out of memory", path); return CT_ERR_MEMORY; }
+  if (r == CT_RULE_JSON && !cj_starts_object(text, size)) { ct_reject(msg, r, "%s: the vocabulary is not a JSON object mapping tokens to ids", path); return CT_ERR_TOKENIZER; }
   if (r == CT_RULE_JSON) { ct_reject(msg, r, "%s: the vocabulary is not valid JSON (byte %zu)", path, at); return CT_ERR_TOKENIZER; }
   if (r) { ct_reject(msg, r, "%s: a token appears twice in the vocabulary (byte %zu)", path, at); return CT_ERR_TOKENIZER; }
   uint8_t *seen = calloc((size_t)(n > 0 ? n : 1), 1);
