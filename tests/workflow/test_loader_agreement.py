@@ -76,9 +76,8 @@ def test_safetensors_same_verdict(lib, expected, path: Path) -> None:
 
 @pytest.mark.parametrize("path", [p for p in ST if rule_of(p) is None], ids=lambda p: p.stem)
 def test_valid_safetensors_equal_tensors(lib, expected, path: Path) -> None:
-    from caten_lab.models.gpt2_weights import read_safetensors
-
     from caten_lab.formats.model_check import canonical_name
+    from caten_lab.models.gpt2_weights import read_safetensors
 
     arrays = {canonical_name(k): v for k, v in read_safetensors(path).items()}
     for name, shape in expected.shapes.items():
