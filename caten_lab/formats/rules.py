@@ -60,6 +60,7 @@ class FormatError(CatenError):
         if rule is not None and rule not in RULES:
             raise KeyError(f"unknown validator rule {rule!r}")
         self.rule = rule
+        self.reason = message  # the message without the rule tag
         super().__init__(f"{message} [rule {rule}]" if rule else message, where=where, hint=hint)
 
 

@@ -63,6 +63,15 @@ def _vocab(p: Path) -> Callable[[], object]:
     return run
 
 
+def _spm(p: Path) -> Callable[[], object]:
+    def run() -> object:
+        from caten_lab.workflow.tokenizers.sentencepiece import SentencePieceTokenizer
+
+        return SentencePieceTokenizer.from_model_file(p)
+
+    return run
+
+
 def _merges(p: Path) -> Callable[[], object]:
     def run() -> object:
         from caten_lab.workflow.tokenizers import GPT2Tokenizer
@@ -111,3 +120,16 @@ for _p in _files("gguf"):
 for _p in _files("config"):
     _st = CORPUS / "safetensors" / "valid-f32.safetensors"
     CASES.append((f"loaders: config {_p.stem}", _hf(_st, _p), FormatError, (f"[rule {_rule(_p)}]",)))
+for _p in _files("spm"):
+    CASES.append((f"loaders: sentencepiece {_p.stem}", _spm(_p), FormatError, (f"[rule {_rule(_p)}]",)))
+
+
+def spm_piece_not_utf8() -> None:
+    """Found by the atheris run: a piece that is not UTF-8 raised UnicodeDecodeError from parse_model."""
+    from caten_lab.workflow.tokenizers.spm_model import parse_model
+
+    parse_model(b"\x0a\x03\x0a\x01\xff")
+
+
+CASES.append(("loaders: sentencepiece piece not UTF-8", spm_piece_not_utf8, CatenError,
+              ("not a valid SentencePiece model",)))

@@ -265,12 +265,69 @@ def gguf_cases(tmp: Path) -> dict[str, bytes]:
     return out
 
 
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def _fields(buf: bytes) -> list[tuple[int, bytes, bytes]]:
+    """(field number, raw bytes of the field, payload of a length-delimited field) of a protobuf message."""
+    from caten_lab.workflow.tokenizers.spm_model import _varint as read_varint  # the loader's own decoder
+
+    out, pos = [], 0
+    while pos < len(buf):
+        start = pos
+        key, pos = read_varint(buf, pos)
+        wire, payload = key & 7, b""
+        if wire == 0:
+            _, pos = read_varint(buf, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:
+            size, pos = read_varint(buf, pos)
+            payload, pos = buf[pos : pos + size], pos + size
+        out.append((key >> 3, buf[start:pos], payload))
+    return out
+
+
+def _with_piece(model: bytes, index: int, piece: bytes) -> bytes:
+    """The ModelProto with the string of piece ``index`` replaced."""
+    out, k = [], 0
+    for num, raw, payload in _fields(model):
+        if num == 1:  # a SentencePiece message: field 1 is its string
+            if k == index:
+                msg = b"".join(b"\x0a" + _varint(len(piece)) + piece if n == 1 else r for n, r, _ in _fields(payload))
+                raw = b"\x0a" + _varint(len(msg)) + msg
+            k += 1
+        out.append(raw)
+    return b"".join(out)
+
+
+def spm_cases() -> dict[str, bytes]:
+    """From valid-bpe.model (a 40-piece BPE model sentencepiece trained once, identity normalization)."""
+    model = (HERE / "spm" / "valid-bpe.model").read_bytes()
+    ninth = [p for n, _, p in _fields(model) if n == 1][9]
+    piece9 = next(p for n, _, p in _fields(ninth) if n == 1)
+    return {
+        "valid-bpe": model,
+        "DUPLICATE_KEY-piece-twice": _with_piece(model, 10, piece9),
+        "VOCAB_TOKEN-empty-piece": _with_piece(model, 10, b""),
+    }
+
+
 def all_cases(tmp: Path) -> dict[str, dict[str, bytes]]:
     return {"safetensors": safetensors_cases(), "vocab": vocab_cases(), "merges": merges_cases(),
-            "config": config_cases(), "gguf": gguf_cases(tmp)}
+            "config": config_cases(), "gguf": gguf_cases(tmp), "spm": spm_cases()}
 
 
-EXT = {"safetensors": ".safetensors", "vocab": ".json", "merges": ".txt", "config": ".json", "gguf": ".gguf"}
+EXT = {"safetensors": ".safetensors", "vocab": ".json", "merges": ".txt", "config": ".json", "gguf": ".gguf",
+       "spm": ".model"}
 
 
 def main() -> None:

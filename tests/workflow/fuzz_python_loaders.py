@@ -1,8 +1,8 @@
-"""atheris target: the Python loaders (safetensors, vocabulary, merges, GGUF, config), coverage-guided.
+"""atheris target: the Python loaders (safetensors, vocabulary, merges, GGUF, config, SentencePiece), coverage-guided.
 
 Run by tests/workflow/test_fuzz_loaders.py as ``python fuzz_python_loaders.py DRIVER_SO WORKDIR
 -runs=N -max_total_time=T CORPUS_DIR``. Byte 0 of an input picks the loader, the rest is the file.
-A finding is any exception but a FormatError (a crash of the loader), or a safetensors / vocabulary
+A finding is any exception but a CatenError (a crash of the loader), or a safetensors / vocabulary
 verdict that differs from the exported C loader's (the driver, through ctypes): both raise here, so
 atheris stops and exits non-zero with the input saved.
 """
@@ -16,9 +16,11 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports():
+    from caten_lab.errors import CatenError
     from caten_lab.formats import gguf_layout, model_check, safetensors_header, strict_json, vocab_check  # noqa: F401
-    from caten_lab.formats.rules import FormatError, WeightsError
+    from caten_lab.formats.rules import WeightsError
     from caten_lab.models import gpt2_weights
+    from caten_lab.workflow.tokenizers import spm_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loader_verdicts as V  # noqa: E402
@@ -33,8 +35,8 @@ VOCAB = vocab_check.check_vocab((V.CORPUS / "vocab" / "valid-byte-vocab.json").r
 def verdict(fn) -> str | None:  # noqa: ANN001
     try:
         fn()
-    except FormatError as e:
-        return e.rule
+    except CatenError as e:  # a clean refusal (FormatError names its rule)
+        return getattr(e, "rule", None) or "refused"
     return None
 
 
@@ -56,8 +58,10 @@ def one(data: bytes) -> None:
         verdict(lambda: vocab_check.check_merges(body, "merges", VOCAB))
     elif mode == "gguf":
         verdict(lambda: gpt2_weights.load_gguf(path))
-    else:
+    elif mode == "config":
         verdict(lambda: gpt2_weights.config_from_dict(strict_json.loads_strict(body, "config", WeightsError, "config")))
+    else:
+        verdict(lambda: spm_model.parse_model(body))
 
 
 if __name__ == "__main__":

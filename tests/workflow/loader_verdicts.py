@@ -24,7 +24,7 @@ DRIVER = CORPUS / "loader_driver.c"
 # the model and vocabulary the C fuzz target (loader_driver.c, DRV_FUZZ) checks against
 FUZZ_EXPECTED = {"transformer.wte.weight": (4, 2), "transformer.ln_f.bias": (2,)}
 FUZZ_VOCAB = 257
-MODES = ("safetensors", "vocab", "merges", "gguf", "config")  # byte 0 of a fuzz input picks one
+MODES = ("safetensors", "vocab", "merges", "gguf", "config", "spm")  # byte 0 of a fuzz input picks one
 
 
 def driver_sources() -> list[Path]:

@@ -42,11 +42,8 @@ HERE = Path(__file__).resolve().parent
 def _seeds(d: Path, modes: tuple[str, ...]) -> Path:
     """The corpus as fuzz inputs: a mode byte, then the file."""
     d.mkdir()
-    kinds = {"safetensors": "safetensors", "vocab": "vocab", "merges": "merges", "gguf": "gguf", "config": "config"}
-    for m, kind in kinds.items():
-        if m not in modes:
-            continue
-        for p in (CORPUS / kind).iterdir():
+    for m in modes:
+        for p in (CORPUS / m).iterdir():
             (d / f"{m}-{p.name}").write_bytes(bytes([modes.index(m)]) + p.read_bytes())
     return d
 

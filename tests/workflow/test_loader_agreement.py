@@ -187,3 +187,20 @@ def test_the_safetensors_library_as_reference() -> None:
             accepted.add(path.stem)
     model_level = {s for s in accepted if s in MODEL_RULES or rule_of(Path(s)) in MODEL_RULES}
     assert accepted - model_level == LIBRARY_TOLERATES
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "spm").glob("*.model")), ids=lambda p: p.stem)
+def test_sentencepiece_verdict_is_sentencepieces(path: Path) -> None:
+    """A SentencePiece model with a repeated or an empty piece: sentencepiece refuses it, so do we
+    (before: we loaded it and tokenized differently); a valid one encodes as sentencepiece does."""
+    spm = pytest.importorskip("sentencepiece")
+    from caten_lab.workflow.tokenizers.sentencepiece import SentencePieceTokenizer
+
+    assert _rule(lambda: SentencePieceTokenizer.from_model_file(path)) == rule_of(path)
+    if rule_of(path) is not None:
+        with pytest.raises(RuntimeError, match="already defined|must not be empty"):
+            spm.SentencePieceProcessor(model_file=str(path))
+    else:
+        text = "hello world the cat sat on a mat, an dog"
+        assert SentencePieceTokenizer.from_model_file(path).encode(text) == \
+            spm.SentencePieceProcessor(model_file=str(path)).encode(text)
