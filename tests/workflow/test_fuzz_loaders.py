@@ -39,6 +39,18 @@ SECONDS = int(os.environ.get("CATEN_FUZZ_SECONDS", "10"))
 HERE = Path(__file__).resolve().parent
 
 
+def _finding(stderr: str, tmp_path: Path) -> str:
+    """The report of a failed run: the Python exception (atheris) or sanitizer report, and every
+    saved input (base64), so a finding survives the temporary directory."""
+    import base64
+
+    at = max(stderr.find("=== Uncaught Python exception"), stderr.find("==ERROR"), stderr.find("runtime error"))
+    report = stderr[at : at + 4000] if at >= 0 else stderr[-3000:]
+    saved = [p for p in tmp_path.iterdir() if p.name.startswith(("crash-", "oom-", "leak-", "timeout-"))]
+    inputs = "\n".join(f"{p.name}: {base64.b64encode(p.read_bytes()).decode()}" for p in saved)
+    return f"{report}\n{inputs}"
+
+
 def _seeds(d: Path, modes: tuple[str, ...]) -> Path:
     """The corpus as fuzz inputs: a mode byte, then the file."""
     d.mkdir()
@@ -60,7 +72,7 @@ def test_atheris_python_loaders(tmp_path) -> None:
          f"-artifact_prefix={tmp_path}/", str(seeds)],
         capture_output=True, text=True, timeout=SECONDS + 300, env=env,
     )
-    assert r.returncode == 0, r.stderr[-4000:]
+    assert r.returncode == 0, _finding(r.stderr, tmp_path)
     assert "Done" in r.stderr, r.stderr[-2000:]
 
 
@@ -82,7 +94,7 @@ def test_libfuzzer_c_loader(tmp_path) -> None:
          "-rss_limit_mb=0", "-malloc_limit_mb=512", f"-artifact_prefix={tmp_path}/", str(grown), str(seeds)],
         capture_output=True, text=True, timeout=SECONDS + 300,
     )
-    assert r.returncode == 0, r.stderr[-4000:]
+    assert r.returncode == 0, _finding(r.stderr, tmp_path)
     lib = build_driver(tmp_path)
     ex = Expected(FUZZ_EXPECTED)
     f = tmp_path / "replay"
