@@ -280,9 +280,10 @@ static int cj_uint62(ct_json *p, int64_t *v) {
   int neg = p->s[i] == '-';
   if (neg) i++;
   uint64_t x = 0;
-  for (; i < p->i; i++) {
-    x = x * 10 + (uint64_t)(p->s[i] - '0');
-    if (x > ((uint64_t)1 << 62)) return 0;
+  for (; i < p->i; i++) {  /* x * 10 + d <= 2^62, checked before it can wrap around 2^64 */
+    uint64_t d = (uint64_t)(p->s[i] - '0');
+    if (x > (((uint64_t)1 << 62) - d) / 10) return 0;
+    x = x * 10 + d;
   }
   if (neg && x) return 0;
   *v = (int64_t)x;
