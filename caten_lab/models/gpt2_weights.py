@@ -287,7 +287,11 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
         f = reader.fields.get(key)
         if f is None:
             return default
-        return f.contents()
+        try:
+            return f.contents()
+        except Exception as exc:  # the gguf package decodes values lazily (UnicodeDecodeError, ...)
+            raise WeightsError(f"{p}: GGUF field {key!r} cannot be read ({type(exc).__name__}: {exc})",
+                               rule="HEADER", hint="the file is corrupt") from None
 
     arch = field("general.architecture")
     if arch != "gpt2":

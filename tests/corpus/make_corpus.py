@@ -264,6 +264,9 @@ def gguf_cases(tmp: Path) -> dict[str, bytes]:
     out["OVERLAP-shared-offset"] = patched("overlap", overlap)
     out["DTYPE-q4_0-row-not-blocks"] = patched("rowblocks", relabel)
     out["BOUNDS-truncated"] = out["valid-f32"][:-24]
+    valid = out["valid-f32"]
+    at = valid.index(b"gpt2", valid.index(b"general.architecture") + 20)
+    out["HEADER-architecture-not-utf8"] = valid[:at] + b"\xc0" + valid[at + 1 :]  # found by atheris
     return out
 
 
