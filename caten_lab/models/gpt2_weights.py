@@ -46,6 +46,8 @@ _CONFIG_FIXED = {
     "tie_word_embeddings": True,
 }
 _ACTIVATIONS = ("gelu_new", "gelu", "gelu_pytorch_tanh")
+# bounds far above any GPT-2 (XL: 48 layers, 1600 wide, 50257 tokens, 1024 positions)
+_CONFIG_MAX = {"vocab_size": 1 << 24, "n_positions": 1 << 20, "n_embd": 1 << 16, "n_layer": 4096, "n_head": 4096}
 
 
 def _config_error(where: str, message: str, hint: str | None = None) -> WeightsError:
@@ -66,6 +68,9 @@ def config_from_dict(d: dict, where: str = "config") -> GPT2Config:
     for k in _CONFIG_INTS:
         if type(d[k]) is not int or d[k] <= 0:
             raise _config_error(where, f"{k} must be a positive int, got {d[k]!r}")
+        if d[k] > _CONFIG_MAX[k]:  # before anything sized by it is built (the expected-tensor table)
+            raise _config_error(where, f"{k}={d[k]} exceeds {_CONFIG_MAX[k]}",
+                                hint="far beyond any GPT-2; the file is corrupt")
     if d["n_embd"] % d["n_head"]:
         raise _config_error(where, f"n_embd={d['n_embd']} is not divisible by n_head={d['n_head']}")
     if d.get("model_type", "gpt2") != "gpt2":
@@ -78,8 +83,8 @@ def config_from_dict(d: dict, where: str = "config") -> GPT2Config:
             raise _config_error(where, f"{key}={d[key]!r} is not implemented (caten_lab's GPT-2 has {value})",
                                 hint="this checkpoint computes differently from the GPT-2 caten_lab compiles")
     inner = d.get("n_inner")
-    if inner is not None and (type(inner) is not int or inner <= 0):
-        raise _config_error(where, f"n_inner must be null or a positive int, got {inner!r}")
+    if inner is not None and (type(inner) is not int or not 0 < inner <= 1 << 20):
+        raise _config_error(where, f"n_inner must be null or a positive int up to 2^20, got {inner!r}")
     eps = d.get("layer_norm_epsilon", 1e-5)
     if type(eps) not in (int, float) or not eps > 0:
         raise _config_error(where, f"layer_norm_epsilon must be a positive number, got {eps!r}")

@@ -204,6 +204,7 @@ def config_cases() -> dict[str, bytes]:
         "CONFIG-cross-attention": cfg(add_cross_attention=True),
         "CONFIG-bool-size": cfg(n_layer=True),
         "CONFIG-heads-do-not-divide": cfg(n_head=3),
+        "CONFIG-huge-n-layer": cfg(n_layer=1 << 31),
         "CONFIG-eos-out-of-range": cfg(eos_token_id=16),
         "DUPLICATE_KEY-config": cfg()[:-1] + b', "n_embd": 8}',
     }
@@ -267,6 +268,8 @@ def gguf_cases(tmp: Path) -> dict[str, bytes]:
     valid = out["valid-f32"]
     at = valid.index(b"gpt2", valid.index(b"general.architecture") + 20)
     out["HEADER-architecture-not-utf8"] = valid[:at] + b"\xc0" + valid[at + 1 :]  # found by atheris
+    at = valid.index(b"gpt2.block_count") + len(b"gpt2.block_count") + 4  # the uint32 after its type
+    out["CONFIG-huge-block-count"] = valid[:at] + struct.pack("<I", 1 << 31) + valid[at + 4 :]  # found by atheris
     return out
 
 
