@@ -9,7 +9,6 @@ No network access: only local paths.
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 from dataclasses import dataclass, fields
@@ -17,12 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from caten_lab.errors import CatenError
+from caten_lab.formats.gguf_layout import check_gguf_layout, reader_error
+from caten_lab.formats.model_check import check_model_tensors
+from caten_lab.formats.rules import WeightsError
+from caten_lab.formats.safetensors_header import SafetensorsHeader, TensorEntry, check_header
+from caten_lab.formats.strict_json import loads_strict
 from caten_lab.nn.gpt2 import GPT2Config
 
-
-class WeightsError(CatenError):
-    """A weights file or config that cannot be loaded as GPT-2."""
+__all__ = ["GPT2Weights", "WeightsError", "config_from_dict", "expected_shapes", "load_gguf", "load_hf_dir",
+           "open_checked", "read_safetensors", "save_gguf", "validate_state_dict"]
 
 
 @dataclass
@@ -35,23 +37,61 @@ class GPT2Weights:
 _CONFIG_INTS = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")
 
 
+# config keys whose other values change the computation in ways caten_lab's GPT-2 does not implement
+_CONFIG_FIXED = {
+    "scale_attn_by_inverse_layer_idx": False,
+    "scale_attn_weights": True,
+    "reorder_and_upcast_attn": False,
+    "add_cross_attention": False,
+    "tie_word_embeddings": True,
+}
+_ACTIVATIONS = ("gelu_new", "gelu", "gelu_pytorch_tanh")
+# bounds far above any GPT-2 (XL: 48 layers, 1600 wide, 50257 tokens, 1024 positions)
+_CONFIG_MAX = {"vocab_size": 1 << 24, "n_positions": 1 << 20, "n_embd": 1 << 16, "n_layer": 4096, "n_head": 4096}
+
+
+def _config_error(where: str, message: str, hint: str | None = None) -> WeightsError:
+    return WeightsError(f"{where}: {message}", rule="CONFIG", hint=hint)
+
+
 def config_from_dict(d: dict, where: str = "config") -> GPT2Config:
-    """Validate a config.json dict (as Hugging Face writes it) and build a GPT2Config."""
+    """Validate a config.json dict (as Hugging Face writes it) and build a GPT2Config (rule CONFIG).
+
+    Keys that select behaviour caten_lab does not implement are refused with their value, never
+    ignored: ``scale_attn_by_inverse_layer_idx``, ``scale_attn_weights=False``,
+    ``reorder_and_upcast_attn``, ``add_cross_attention``, untied embeddings, other activations."""
+    if not isinstance(d, dict):
+        raise _config_error(where, f"config is a {type(d).__name__}, not a JSON object")
     missing = [k for k in _CONFIG_INTS if k not in d]
     if missing:
-        raise WeightsError(
-            f"{where}: missing GPT-2 config keys {missing}", hint="is this a GPT-2 config.json?"
-        )
+        raise _config_error(where, f"missing GPT-2 config keys {missing}", hint="is this a GPT-2 config.json?")
     for k in _CONFIG_INTS:
-        if not isinstance(d[k], int) or d[k] <= 0:
-            raise WeightsError(f"{where}: {k} must be a positive int, got {d[k]!r}")
+        if type(d[k]) is not int or d[k] <= 0:
+            raise _config_error(where, f"{k} must be a positive int, got {d[k]!r}")
+        if d[k] > _CONFIG_MAX[k]:  # before anything sized by it is built (the expected-tensor table)
+            raise _config_error(where, f"{k}={d[k]} exceeds {_CONFIG_MAX[k]}",
+                                hint="far beyond any GPT-2; the file is corrupt")
     if d["n_embd"] % d["n_head"]:
-        raise WeightsError(f"{where}: n_embd={d['n_embd']} is not divisible by n_head={d['n_head']}")
+        raise _config_error(where, f"n_embd={d['n_embd']} is not divisible by n_head={d['n_head']}")
     if d.get("model_type", "gpt2") != "gpt2":
-        raise WeightsError(f"{where}: model_type is {d.get('model_type')!r}, expected 'gpt2'")
+        raise _config_error(where, f"model_type is {d.get('model_type')!r}, expected 'gpt2'")
     act = d.get("activation_function", "gelu_new")
-    if act not in ("gelu_new", "gelu", "gelu_pytorch_tanh"):
-        raise WeightsError(f"{where}: unsupported activation_function {act!r}")
+    if act not in _ACTIVATIONS:
+        raise _config_error(where, f"unsupported activation_function {act!r}", hint=f"supported: {list(_ACTIVATIONS)}")
+    for key, value in _CONFIG_FIXED.items():
+        if key in d and d[key] is not None and d[key] is not value:
+            raise _config_error(where, f"{key}={d[key]!r} is not implemented (caten_lab's GPT-2 has {value})",
+                                hint="this checkpoint computes differently from the GPT-2 caten_lab compiles")
+    inner = d.get("n_inner")
+    if inner is not None and (type(inner) is not int or not 0 < inner <= 1 << 20):
+        raise _config_error(where, f"n_inner must be null or a positive int up to 2^20, got {inner!r}")
+    eps = d.get("layer_norm_epsilon", 1e-5)
+    if type(eps) not in (int, float) or not eps > 0:
+        raise _config_error(where, f"layer_norm_epsilon must be a positive number, got {eps!r}")
+    for k in ("bos_token_id", "eos_token_id"):
+        v = d.get(k)
+        if v is not None and (type(v) is not int or not 0 <= v < d["vocab_size"]):
+            raise _config_error(where, f"{k}={v!r} is not a token id below vocab_size={d['vocab_size']}")
     known = {f.name for f in fields(GPT2Config)} - {"n_ctx"}
     return GPT2Config(**{k: d[k] for k in known if k in d and d[k] is not None})
 
@@ -87,41 +127,19 @@ def expected_shapes(cfg: GPT2Config) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-_IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")  # HF's causal-mask buffers, not weights
-
-
 def validate_state_dict(cfg: GPT2Config, sd: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
-    """Check names and shapes against the config; returns the cleaned dict (float32/float16 arrays)."""
-    sd = {k.removeprefix("model."): v for k, v in sd.items()}
-    if "lm_head.weight" in sd:
-        lm = sd.pop("lm_head.weight")
-        wte = sd.get("transformer.wte.weight")
-        if wte is not None and (lm.shape != wte.shape or not np.array_equal(lm, wte)):
-            raise WeightsError(
-                f"{where}: lm_head.weight differs from transformer.wte.weight",
-                hint="caten_lab's GPT-2 ties lm_head to the token embedding, as GPT-2 does",
-            )
-    sd = {k: v for k, v in sd.items() if not k.endswith(_IGNORED_SUFFIXES)}
+    """Check an in-memory state dict (a GGUF file's, dequantized) against the config: names, shapes and
+    a tied ``lm_head.weight`` (rules NAMES, SHAPE, TIED); returns the float32/float16 arrays."""
     expected = expected_shapes(cfg)
-    missing = sorted(set(expected) - set(sd))
-    unexpected = sorted(set(sd) - set(expected))
-    if missing:
-        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
-        raise WeightsError(
-            f"{where}: missing tensors {missing[:5]}{more}", hint="the file does not match config.json"
-        )
-    if unexpected:
-        more = f" (and {len(unexpected) - 5} more)" if len(unexpected) > 5 else ""
-        raise WeightsError(
-            f"{where}: unexpected tensors {unexpected[:5]}{more}", hint="the file does not match config.json"
-        )
+    entries = [TensorEntry(k, "F32", tuple(v.shape), 0, 0) for k, v in sd.items()]
+    check_model_tensors(where, entries, expected)
+    lm = sd.get("lm_head.weight")
+    if lm is not None and not np.array_equal(lm, sd["transformer.wte.weight"]):
+        raise WeightsError(f"{where}: lm_head.weight differs from transformer.wte.weight", rule="TIED",
+                           hint="caten_lab's GPT-2 ties lm_head to the token embedding, as GPT-2 does")
     out = {}
-    for name, shape in expected.items():
+    for name in expected:
         arr = sd[name]
-        if tuple(arr.shape) != shape:
-            raise WeightsError(
-                f"{where}: tensor {name!r} has shape {tuple(arr.shape)}, config implies {shape}"
-            )
         if arr.dtype not in (np.float32, np.float16):
             arr = arr.astype(np.float32)
         out[name] = arr
@@ -131,7 +149,9 @@ def validate_state_dict(cfg: GPT2Config, sd: dict[str, np.ndarray], where: str) 
 def load_hf_dir(path: str | os.PathLike, *, mapped: bool = False) -> GPT2Weights:
     """Load ``config.json`` + ``model.safetensors`` from a local Hugging Face-style directory.
 
-    ``mapped=True`` returns views of the file instead of copies (see :func:`read_safetensors`)."""
+    The config and the whole safetensors header are validated (formats/: names, dtypes, shapes,
+    offsets, a tied lm_head) before a tensor is copied. ``mapped=True`` returns views of the file
+    instead of copies (see :func:`read_safetensors`)."""
     d = Path(path)
     if not d.is_dir():
         raise WeightsError(
@@ -144,89 +164,67 @@ def load_hf_dir(path: str | os.PathLike, *, mapped: bool = False) -> GPT2Weights
             raise WeightsError(
                 f"{f}: file not found", hint="a GPT-2 directory needs config.json and model.safetensors"
             )
-    try:
-        cfg_dict = json.loads(cfg_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise WeightsError(f"{cfg_file}: not valid JSON ({exc})") from None
-    cfg = config_from_dict(cfg_dict, str(cfg_file))
-    sd = read_safetensors(st_file, mapped=mapped)
-    return GPT2Weights(cfg, validate_state_dict(cfg, sd, str(st_file)), str(d))
+    cfg = config_from_dict(loads_strict(cfg_file.read_bytes(), str(cfg_file), WeightsError, "config"), str(cfg_file))
+    expected = expected_shapes(cfg)
+    header, mm, by_name = open_checked(st_file, expected)
+    sd = {name: _array(mm, header, by_name[name], mapped) for name in expected}
+    return GPT2Weights(cfg, sd, str(d))
 
 
 _ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4",
               "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
 
 
+def _open_safetensors(path: Path, f: object) -> tuple[SafetensorsHeader, mmap.mmap | None]:
+    """The validated header (formats/safetensors_header.py) and a private map of the file."""
+    size = os.fstat(f.fileno()).st_size  # type: ignore[attr-defined]
+    header = check_header(str(path), f.read(8), f.read, size)  # type: ignore[attr-defined]
+    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None  # type: ignore[attr-defined]
+    return header, mm
+
+
+def open_checked(path: str | os.PathLike, expected: dict[str, tuple[int, ...]]
+                 ) -> tuple[SafetensorsHeader, mmap.mmap | None, dict[str, TensorEntry]]:
+    """A safetensors file checked by every rule the exported C loader checks too (the header, then its
+    tensors against ``expected``: formats/safetensors_header.py, formats/model_check.py), mapped."""
+    p = Path(path)
+    with open(p, "rb") as f:
+        header, mm = _open_safetensors(p, f)
+    return header, mm, check_model_tensors(str(p), header.entries, expected, lambda e: _raw(mm, header, e))
+
+
+def _raw(mm: mmap.mmap | None, header: SafetensorsHeader, e: TensorEntry) -> np.ndarray:
+    if mm is None or e.nbytes == 0:
+        return np.zeros(0, np.uint8)
+    return np.frombuffer(mm, np.uint8, e.nbytes, header.data_start + e.begin)
+
+
+def _array(mm: mmap.mmap | None, header: SafetensorsHeader, e: TensorEntry, mapped: bool) -> np.ndarray:
+    dt = np.dtype(_ST_DTYPES[e.dtype])
+    count = e.nbytes // dt.itemsize
+    if count == 0 or mm is None:
+        arr = np.zeros(e.shape, dt)
+    else:
+        arr = np.frombuffer(mm, dt, count, header.data_start + e.begin).reshape(e.shape)
+    if e.dtype == "BF16":
+        return (arr.astype(np.uint32) << 16).view(np.float32)
+    return arr if mapped else arr.copy()
+
+
 def read_safetensors(path: str | os.PathLike, *, mapped: bool = False) -> dict[str, np.ndarray]:
     """Every tensor of a safetensors file as NumPy arrays (bfloat16 is widened to float32).
 
+    The header is validated first (rules HEADER .. OVERLAP: duplicate keys, integer offsets, dtype /
+    size agreement, bounds, overlap); nothing is read from a file that breaks one.
     ``mapped=True``: views of a private (copy-on-write) memory map instead of copies, for a caller
     that converts every weight right away (the GPT-2 runner): reading ~0.5 GB into fresh memory
     first would be one more pass over the data for nothing. Writing to a view never changes the
     file, but the views must not outlive an in-place overwrite of it (that truncates the mapping).
     """
     p = Path(path)
-    size = os.path.getsize(p)
-    header, n = _check_safetensors_header(p, size)
     with open(p, "rb") as f:
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    out: dict[str, np.ndarray] = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dt = np.dtype(_ST_DTYPES[info["dtype"]])
-            shape = tuple(int(x) for x in info["shape"])
-            start, end = (int(x) for x in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise WeightsError(
-                f"{p}: tensor {name!r} has an unsupported or malformed entry {info!r}",
-                hint="the file may be corrupt, or use a dtype caten_lab cannot read",
-            ) from None
-        count = int(np.prod(shape, dtype=np.int64))
-        if end - start != count * dt.itemsize or start < 0:
-            raise WeightsError(
-                f"{p}: tensor {name!r} spans bytes {start}..{end}, its shape {shape} needs {count * dt.itemsize}",
-                hint="the file may be truncated or corrupt",
-            )
-        arr = np.frombuffer(mm, dt, count, 8 + n + start).reshape(shape) if count else np.zeros(shape, dt)
-        if info["dtype"] == "BF16":
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
-        elif not mapped:
-            arr = arr.copy()
-        out[name] = arr
-    return out
-
-
-def _check_safetensors_header(path: Path, size: int) -> tuple[dict, int]:
-    """The header and its length; names the tensor that a truncated file cuts off."""
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise WeightsError(f"{path}: file is {size} bytes, too short for a safetensors header")
-        n = int.from_bytes(head, "little")
-        if n <= 0 or 8 + n > size:
-            raise WeightsError(
-                f"{path}: header length {n} does not fit the file ({size} bytes)",
-                hint="the file is truncated or not safetensors",
-            )
-        try:
-            header = json.loads(f.read(n))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise WeightsError(f"{path}: the safetensors header is not valid JSON") from None
-    if not isinstance(header, dict):
-        raise WeightsError(f"{path}: the safetensors header is not a JSON object")
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        end = info.get("data_offsets", [0, 0])[-1:] if isinstance(info, dict) else None
-        end = end[0] if isinstance(end, list) and end and isinstance(end[0], int) else 0  # else: malformed, below
-        if 8 + n + end > size:
-            raise WeightsError(
-                f"{path}: tensor {name!r} ends at byte {8 + n + end} but the file has {size} bytes",
-                hint="the file is truncated; re-copy or re-export it",
-            )
-    return header, n
+        header, mm = _open_safetensors(p, f)
+    return {e.name: _array(mm, header, e, mapped) for e in header.entries}
 
 
 # ---- GGUF --------------------------------------------------------------------------------
@@ -275,7 +273,10 @@ def _hf_name(gguf_name: str) -> str | None:
 
 
 def load_gguf(path: str | os.PathLike) -> GPT2Weights:
-    """Load a GPT-2 GGUF file (tensors f32, f16 or q8_0; q8_0 is dequantized to float32)."""
+    """Load a GPT-2 GGUF file (tensors f32, f16, bf16 or a quantized type; dequantized to float32).
+
+    The layout (formats/gguf_layout.py: alignment, bounds, overlap, sizes), the config, the tensor
+    names and shapes are validated before a tensor is dequantized."""
     gguf = _import_gguf()
 
     p = Path(path)
@@ -284,55 +285,67 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
     try:
         reader = gguf.GGUFReader(str(p))
     except Exception as exc:  # the gguf package raises ValueError/IndexError/struct errors
-        raise WeightsError(
-            f"{p}: cannot read GGUF ({type(exc).__name__}: {exc})", hint="truncated or not a GGUF file"
-        ) from None
+        raise reader_error(str(p), exc) from None
+    check_gguf_layout(str(p), reader, p.stat().st_size, gguf.GGML_QUANT_SIZES)
 
     def field(key: str, default: object = None) -> object:
         f = reader.fields.get(key)
         if f is None:
             return default
-        v = f.contents()
-        return v
+        try:
+            return f.contents()
+        except Exception as exc:  # the gguf package decodes values lazily (UnicodeDecodeError, ...)
+            raise WeightsError(f"{p}: GGUF field {key!r} cannot be read ({type(exc).__name__}: {exc})",
+                               rule="HEADER", hint="the file is corrupt") from None
 
     arch = field("general.architecture")
     if arch != "gpt2":
-        raise WeightsError(f"{p}: general.architecture is {arch!r}, expected 'gpt2'")
+        raise WeightsError(f"{p}: general.architecture is {arch!r}, expected 'gpt2'", rule="CONFIG")
+    names: dict[str, object] = {}
+    for t in reader.tensors:
+        name = _hf_name(t.name)
+        if name is None:
+            raise WeightsError(f"{p}: unexpected tensor {t.name!r}", rule="NAMES",
+                               hint="GPT-2 GGUF tensors are token_embd, position_embd, output_norm, output, blk.N.*")
+        names[name] = t
     cfg_dict = {
         "n_positions": field("gpt2.context_length"),
         "n_embd": field("gpt2.embedding_length"),
         "n_layer": field("gpt2.block_count"),
         "n_head": field("gpt2.attention.head_count"),
-        "layer_norm_epsilon": float(field("gpt2.attention.layer_norm_epsilon", 1e-5)),  # type: ignore[arg-type]
+        "layer_norm_epsilon": field("gpt2.attention.layer_norm_epsilon", 1e-5),
     }
+    wte = names.get("transformer.wte.weight")
+    cfg_dict["vocab_size"] = int(wte.shape[-1]) if wte is not None else field("gpt2.vocab_size")  # type: ignore[attr-defined]
+    tok = field("tokenizer.ggml.eos_token_id")
+    if tok is not None:
+        cfg_dict["eos_token_id"] = cfg_dict["bos_token_id"] = tok
+    cfg = config_from_dict(
+        {k: (v.item() if isinstance(v, np.generic) else v) for k, v in cfg_dict.items()}, str(p)
+    )
+    expected = expected_shapes(cfg)
+    shapes = {}
+    for name, t in names.items():
+        shape = tuple(int(x) for x in reversed(t.shape))  # type: ignore[attr-defined]  # GGUF: fastest dim first
+        shapes[name] = tuple(reversed(shape)) if name.endswith(_TRANSPOSED) else shape
+    entries = [TensorEntry(n, "F32", s, 0, 0) for n, s in shapes.items()]
+    check_model_tensors(str(p), entries, expected)
     sd: dict[str, np.ndarray] = {}
-    for t in reader.tensors:
-        name = _hf_name(t.name)
-        if name is None:
-            raise WeightsError(f"{p}: unexpected tensor {t.name!r}")
+    for name, t in names.items():
         try:
-            arr = gguf.dequantize(t.data, t.tensor_type)
+            arr = gguf.dequantize(t.data, t.tensor_type)  # type: ignore[attr-defined]
         except Exception as exc:
             raise WeightsError(
-                f"{p}: tensor {t.name!r} of type {t.tensor_type.name} cannot be read ({exc})"
+                f"{p}: tensor {t.name!r} of type {t.tensor_type.name} cannot be read ({exc})", rule="DTYPE"  # type: ignore[attr-defined]
             ) from None
-        shape = tuple(int(x) for x in reversed(t.shape))  # GGUF stores dims fastest-first
-        arr = np.asarray(arr).reshape(shape)
-        if t.tensor_type == gguf.GGMLQuantizationType.F16:
+        arr = np.asarray(arr).reshape(tuple(int(x) for x in reversed(t.shape)))  # type: ignore[attr-defined]
+        if t.tensor_type == gguf.GGMLQuantizationType.F16:  # type: ignore[attr-defined]
             arr = arr.astype(np.float16)
         elif arr.dtype != np.float32:
             arr = arr.astype(np.float32)
         if name.endswith(_TRANSPOSED):
             arr = np.ascontiguousarray(arr.T)
         sd[name] = arr
-    wte = sd.get("transformer.wte.weight")
-    cfg_dict["vocab_size"] = int(wte.shape[0]) if wte is not None else field("gpt2.vocab_size")
-    tok = field("tokenizer.ggml.eos_token_id")
-    if tok is not None:
-        cfg_dict["eos_token_id"] = cfg_dict["bos_token_id"] = int(tok)  # type: ignore[arg-type]
-    cfg = config_from_dict(
-        {k: (int(v) if isinstance(v, (np.integer,)) else v) for k, v in cfg_dict.items()}, str(p)
-    )
     return GPT2Weights(cfg, validate_state_dict(cfg, sd, str(p)), str(p))
 
 

@@ -106,7 +106,7 @@ def _variants() -> dict[str, bytes]:
     missing = copy.deepcopy(hdr)
     del missing["transformer.h.0.ln_1.bias"]
     extra = copy.deepcopy(hdr)
-    extra["extra.weight"] = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+    extra["extra.weight"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
     return {
         "truncated": src[: len(src) // 2],
         "empty": b"",
@@ -124,19 +124,19 @@ def _variants() -> dict[str, bytes]:
     }
 
 
-EXPECT = {
-    "truncated": "truncated",
-    "empty": "too short",
-    "short": "too short",
+EXPECT = {  # the rule of caten_lab/formats/rules.h each breaks first (the order Python checks them in too)
+    "truncated": "truncated [rule BOUNDS]",
+    "empty": "too short for a safetensors header [rule HEADER]",
+    "short": "too short for a safetensors header [rule HEADER]",
     "garbage": "header length",
     "huge_header": "header length",
-    "bad_json": "malformed",
-    "shape": "has shape [127]",
-    "missing": "is missing",
-    "unexpected": "unexpected tensor 'extra.weight'",
-    "dtype": "dtype I64",
-    "offsets": "outside the file",
-    "negative": "outside the file",
+    "bad_json": "not valid JSON (byte",
+    "shape": "spans 512 bytes, but its shape of F32 needs 508 [rule NBYTES]",
+    "missing": "is missing: the file does not match the exported model [rule NAMES]",
+    "unexpected": "unexpected tensor 'extra.weight': the file does not match the exported model",
+    "dtype": "its shape of I64 needs 1024 [rule NBYTES]",
+    "offsets": "spans 1000000000000 bytes",
+    "negative": "not a non-negative integer below 2^62 [rule INTEGER]",
     "bytes": "spans 100 bytes",
 }
 
@@ -389,10 +389,10 @@ def test_vocab_file_tables_are_built_at_init(tokenize_client, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("content", "msg"),
     [
-        ("[1, 2]", "not a JSON object"),
-        ('{"a": 1,', "malformed vocabulary JSON"),
+        ("[1, 2]", "not a JSON object mapping tokens to ids [rule JSON]"),
+        ('{"a": 1,', "the vocabulary is not valid JSON (byte 8) [rule JSON]"),
         ('{"a": 0, "b": 1}', "the vocabulary has 2 tokens"),
-        ('{"a": 99999}', "outside 0..4095"),
+        ('{"a": 99999}', "has an id that is not an integer in 0..4095 [rule VOCAB_ID]"),
         ('{"\\u4e2d": 0}', "not in GPT-2's byte-level alphabet"),
     ],
 )

@@ -245,10 +245,10 @@ def _corrupt(case: str) -> bytes:
 @pytest.mark.parametrize(
     ("case", "msg"),
     [
-        ("truncated", "outside the file"),
+        ("truncated", "the file is truncated [rule BOUNDS]"),
         ("shape", "has shape [512, 128], the exported model expects [128, 512]"),
         ("missing", "'transformer.h.0.mlp.c_fc.weight' is missing"),
-        ("dtype", "dtype I8"),
+        ("dtype", "spans 262144 bytes, but its shape of I8 needs 65536 [rule NBYTES]"),
         ("bytes", "spans"),
     ],
 )

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from caten_lab.errors import CatenError
+
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "assets" / "tiny_gpt2"
 FMT = {"fp32": 0, "fp16": 1, "int8": 2}
@@ -277,13 +279,13 @@ def test_file_cut_while_reading_is_the_truncated_error(
     ("edit", "rc", "msg"),
     [
         (lambda h: h.pop("w"), 3, "tensor 'w' is missing: the file does not match the exported model"),
-        (lambda h: h["w"].update(dtype="F64"), 3, "tensor 'w' has dtype F64; supported: F32, F16, BF16"),
+        (lambda h: h["w"].update(dtype="I32"), 3, "tensor 'w' has dtype I32; supported: F32, F16, BF16"),
         (
             lambda h: h["w"].update(shape=[4, 3]),
             3,
             "tensor 'w' has shape [4, 3], the exported model expects [3, 4]",
         ),
-        (lambda h: h["w"].update(dtype="F16"), 2, "tensor 'w' spans 48 bytes, but 12 F16 values need 24"),
+        (lambda h: h["w"].update(dtype="F16"), 2, "tensor 'w': spans 48 bytes, but its shape of F16 needs 24 [rule NBYTES]"),
     ],
     ids=["missing", "dtype", "shape", "bytes"],
 )
@@ -350,3 +352,159 @@ def test_model_buffers_are_the_runners(model_lib, tmp_path, fmt: str, dtype: str
             seen.add(name + ".scale")
     lib.t_free()
     assert seen == set(arrays)
+
+
+# ------------------------------------------------------------------ the exported loader's strict checks
+
+
+def _tiny_with(d: Path, edit) -> Path:  # noqa: ANN001 - edit(tensors: dict name -> (dtype, shape, bytes))
+    from safetensors.numpy import load_file
+
+    d.mkdir()
+    for f in ("config.json", "vocab.json", "merges.txt"):
+        shutil.copy(MODEL / f, d / f)
+    tensors = {k: ("F32", v.shape, np.ascontiguousarray(v, np.float32).tobytes())
+               for k, v in load_file(str(MODEL / "model.safetensors")).items()}
+    edit(tensors)
+    _write_st(d / "model.safetensors", [(k, *v) for k, v in tensors.items()])
+    return d
+
+
+def test_model_tensors_are_the_python_table(model_lib) -> None:
+    """The exported library expects exactly the tensors expected_shapes names (the NAMES rule's set)."""
+    from caten_lab.models.gpt2_weights import config_from_dict, expected_shapes
+
+    lib = model_lib("fp32")
+    names = {lib.t_name(w).decode() for w in range(lib.t_nweights())}
+    assert names == set(expected_shapes(config_from_dict(json.loads((MODEL / "config.json").read_text()))))
+
+
+def _unprefixed(t: dict) -> None:
+    for k in list(t):
+        t[k.removeprefix("transformer.")] = t.pop(k)
+
+
+def _named_twice(t: dict) -> None:
+    t["wte.weight"] = t["transformer.wte.weight"]
+
+
+def _lm_head_transposed(t: dict) -> None:
+    dt, (v, e), data = t["transformer.wte.weight"]
+    t["lm_head.weight"] = (dt, (e, v), np.frombuffer(data, np.float32).reshape(v, e).T.copy().tobytes())
+
+
+def _lm_head_copy(t: dict) -> None:
+    t["lm_head.weight"] = t["transformer.wte.weight"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "rc", "msg"),
+    [
+        (_unprefixed, 0, ""),
+        (_named_twice, 3, "tensor 'wte.weight' is named twice (with and without the 'transformer.' prefix) [rule NAMES]"),
+        (_lm_head_transposed, 3, "lm_head.weight differs from transformer.wte.weight (the model ties them) [rule TIED]"),
+        (_lm_head_copy, 0, ""),
+    ],
+    ids=["no-transformer-prefix", "named-twice", "lm-head-wrong-shape", "lm-head-tied-copy"],
+)
+def test_model_load_names_and_tied_head(model_lib, tmp_path, edit, rc: int, msg: str) -> None:
+    """Before: the C loader took 'wte.weight' for 'transformer.wte.weight' (GPT2Model checkpoints)
+    and Python refused it, and the C loader ignored lm_head.weight whatever its shape. Now both load
+    an unprefixed file to the same buffers, both refuse a tensor named both ways and an untied
+    lm_head, and a tied copy loads in both."""
+    from caten_lab.models.gpt2_weights import load_hf_dir
+
+    lib = model_lib("fp32")
+
+    def buffers() -> list[bytes]:
+        out = []
+        for w in range(lib.t_nweights()):
+            n = int(np.prod([int(x) for x in _shape_of(lib, w)])) * 4
+            out.append(bytes((ctypes.c_char * n).from_address(lib.t_buf(w))))
+        return out
+
+    assert lib.t_load(str(MODEL / "model.safetensors").encode()) == 0, lib.t_msg()
+    ref = buffers()
+    d = _tiny_with(tmp_path / "m", edit)
+    assert lib.t_load(str(d / "model.safetensors").encode()) == rc
+    assert msg in lib.t_msg().decode()
+    if rc:
+        lib.t_free()
+        with pytest.raises(CatenError, match=r"\[rule (NAMES|TIED)\]"):
+            load_hf_dir(d)
+        return
+    assert buffers() == ref  # the same weights, whatever the names
+    lib.t_free()
+    got, want = load_hf_dir(d).state_dict, load_hf_dir(MODEL).state_dict
+    assert set(got) == set(want)
+    for k, v in want.items():
+        np.testing.assert_array_equal(got[k], v)
+
+
+def _shape_of(lib, w: int) -> tuple[int, ...]:
+    """The program buffer shape of weight w (its file shape, transposed if the program transposes)."""
+    from caten_lab.models.gpt2_weights import config_from_dict, expected_shapes
+
+    shapes = expected_shapes(config_from_dict(json.loads((MODEL / "config.json").read_text())))
+    return shapes[lib.t_name(w).decode()]
+
+
+def _vocab_variant(tmp_path: Path, edit) -> Path:  # noqa: ANN001 - edit(items: list of [token, id])
+    items = [list(kv) for kv in json.loads((MODEL / "vocab.json").read_text()).items()]
+    edit(items)
+    p = tmp_path / "vocab.json"
+    p.write_text("{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in items) + "}")
+    return p
+
+
+def _neg(items: list) -> None:
+    items[300][1] = -1
+
+
+def _dup_id(items: list) -> None:
+    items[300][1] = items[301][1]
+
+
+def _gap(items: list) -> None:
+    items[300][1] = len(items) + 5
+
+
+@pytest.mark.parametrize("edit", [_neg, _dup_id, _gap], ids=["negative-id", "duplicate-id", "gap"])
+def test_cli_refuses_bad_vocabulary_ids(fp32_export, tmp_path, edit) -> None:
+    """Before: a duplicate id let the last token win and a gap left an empty token, silently changing
+    tokenization; now the CLI and Python both refuse the file under the VOCAB_ID rule."""
+    from export_helpers import run_cli
+
+    from caten_lab.workflow.tokenizers import GPT2Tokenizer
+
+    p = _vocab_variant(tmp_path, edit)
+    r = run_cli(fp32_export.cli, "--weights", str(MODEL), "--vocab", str(p), "--tokens", "2")
+    assert r.returncode == 2 and "error (tokenizer)" in r.stderr and "[rule VOCAB_ID]" in r.stderr, r.stderr
+    with pytest.raises(CatenError, match=r"\[rule VOCAB_ID\]"):
+        GPT2Tokenizer.from_files(p, MODEL / "merges.txt")
+
+
+def test_cli_reserialized_vocabulary_tokenizes_the_same(fp32_export, tmp_path) -> None:
+    """A valid vocabulary that is not byte-identical to the exported one is checked and built at init:
+    the same ids as the linked tables."""
+    from export_helpers import run_cli
+
+    p = _vocab_variant(tmp_path, lambda items: None)
+    assert p.read_bytes() != (MODEL / "vocab.json").read_bytes()
+    args = ("--weights", str(MODEL), "--ids", "--tokens", "4", "--prompt", "The quick brown fox")
+    a, b = run_cli(fp32_export.cli, *args), run_cli(fp32_export.cli, *args, "--vocab", str(p))
+    assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+    assert a.stdout == b.stdout
+
+
+def test_cli_refuses_merges_naming_unknown_tokens(fp32_export, tmp_path) -> None:
+    from export_helpers import run_cli
+
+    p = tmp_path / "merges.txt"
+    p.write_text((MODEL / "merges.txt").read_text() + "zq\u0120 xj\n")
+    r = run_cli(fp32_export.cli, "--weights", str(MODEL), "--merges", str(p), "--tokens", "2")
+    assert r.returncode == 2 and "[rule MERGES]" in r.stderr, r.stderr
+    from caten_lab.workflow.tokenizers import GPT2Tokenizer
+
+    with pytest.raises(CatenError, match=r"\[rule MERGES\]"):
+        GPT2Tokenizer.from_files(MODEL / "vocab.json", p)

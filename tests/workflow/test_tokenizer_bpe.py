@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -142,7 +143,10 @@ def test_bad_files_raise_caten_errors(tmp_path):
     (tmp_path / "m.txt").write_text("#version: 0.2\na b c\n")
     with pytest.raises(CatenError):
         GPT2Tokenizer.from_files(tmp_path / "v.json", tmp_path / "m.txt")
-    (tmp_path / "v.json").write_text('{"a": 0}')
+    from caten_lab.workflow.tokenizers.tables import bytes_to_unicode
+
+    chars = [bytes_to_unicode()[b] for b in range(256)]
+    (tmp_path / "v.json").write_text(json.dumps({c: i for i, c in enumerate(chars)}))
     with pytest.raises(CatenError, match="malformed merge"):
         GPT2Tokenizer.from_files(tmp_path / "v.json", tmp_path / "m.txt")
 

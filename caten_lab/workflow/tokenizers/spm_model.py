@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caten_lab.errors import CatenError
+from caten_lab.formats.rules import FormatError, VocabError
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 UNIGRAM, BPE, WORD, CHAR = 1, 2, 3, 4
@@ -78,7 +79,15 @@ def _fields(buf: bytes) -> list[tuple[int, int, object]]:
 
 
 def parse_model(data: bytes) -> SentencePieceModel:
-    """Decode a serialized ModelProto."""
+    """Decode a serialized ModelProto; a malformed one is a CatenError (never another exception)."""
+    try:
+        return _parse_model(data)
+    except (UnicodeDecodeError, struct.error, IndexError, ValueError) as err:
+        raise CatenError(f"not a valid SentencePiece model: {err}",
+                         hint="expected a SentencePiece .model (ModelProto) file") from None
+
+
+def _parse_model(data: bytes) -> SentencePieceModel:
     model = SentencePieceModel()
     for num, wire, value in _fields(data):
         if num == 1 and wire == 2:
@@ -116,7 +125,22 @@ def parse_model(data: bytes) -> SentencePieceModel:
                     model.escape_whitespaces = bool(nv)
     if not model.pieces:
         raise CatenError("SentencePiece model has no pieces", hint="is this a .model file?")
+    check_pieces(model.pieces, "SentencePiece model")
     return model
+
+
+def check_pieces(pieces: list[Piece], where: str) -> None:
+    """Pieces are non-empty and each listed once, as sentencepiece requires (rules VOCAB_TOKEN,
+    DUPLICATE_KEY): a repeated piece would silently tokenize differently from sentencepiece."""
+    seen: dict[str, int] = {}
+    for i, p in enumerate(pieces):
+        if not p.piece:
+            raise VocabError(f"{where}: piece {i} is empty", rule="VOCAB_TOKEN",
+                             hint="sentencepiece refuses such a model ('piece must not be empty')")
+        if p.piece in seen:
+            raise VocabError(f"{where}: piece {p.piece[:80]!r} is both id {seen[p.piece]} and id {i}",
+                             rule="DUPLICATE_KEY", hint="sentencepiece refuses such a model ('already defined')")
+        seen[p.piece] = i
 
 
 def load_model(path: str | Path) -> SentencePieceModel:
@@ -126,6 +150,8 @@ def load_model(path: str | Path) -> SentencePieceModel:
         raise CatenError(f"cannot read SentencePiece model {path}: {err}") from err
     try:
         return parse_model(data)
+    except FormatError as err:
+        raise VocabError(f"{path}: {err.reason}", rule=err.rule, hint=err.hint) from err
     except CatenError as err:
         raise CatenError(f"{path}: {err.message}",
                          hint="expected a SentencePiece .model (ModelProto) file") from err

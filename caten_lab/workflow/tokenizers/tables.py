@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from caten_lab.formats.vocab_check import byte_alphabet
+
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
 
 # Code points that tiktoken's and `tokenizers`' regex engines (Unicode 16) class as \p{L} / \p{N} but
@@ -212,12 +214,4 @@ def build_pair_table(left: np.ndarray, right: np.ndarray, rank: np.ndarray, resu
 
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map used in encoder.json / vocab.bpe."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
-    chars = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
+    return dict(byte_alphabet())
