@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from caten_lab.runtime.cache_files import atomic_write, bad_entry, cache_root, publish
+from caten_lab.runtime.cache_files import atomic_write, bad_entry, cache_root, hash_sources, publish
 
 _MAGIC = b"CATENPW2"
 _TRAILER = b"CATENEND"
@@ -95,11 +95,7 @@ def _code_fingerprint() -> str:
     root = Path(__file__).resolve().parent.parent
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{_VERSION} {np.__version__} {sys.byteorder}".encode())
-    for part in _PREP_CODE:
-        p = root / part
-        for f in sorted(f for f in p.rglob("*") if f.suffix in (".py", ".h")) if p.is_dir() else [p]:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
+    hash_sources(h, root, _PREP_CODE)
     return h.hexdigest()
 
 

@@ -34,7 +34,16 @@ from caten_lab.air.symbolic import Expr
 from caten_lab.codegen.loopir import LoopProgram
 from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule
-from caten_lab.runtime.cache_files import CacheWarning, atomic_write, bad_entry, cache_root, sealed, unseal
+from caten_lab.runtime.cache_files import (
+    CacheWarning,
+    atomic_write,
+    bad_entry,
+    cache_root,
+    hash_sources,
+    read_entry,
+    sealed,
+    unseal,
+)
 
 _COMPILER_PARTS = ("air", "passes", "codegen", "compiler.py", "config.py")
 FORMAT = "caten_lab.artifacts"
@@ -70,12 +79,7 @@ def compiler_fingerprint() -> str:
     once per process)."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.blake2b(digest_size=16)
-    for part in _COMPILER_PARTS:
-        p = root / part
-        files = sorted(f for f in p.rglob("*") if f.suffix in (".py", ".h", ".c")) if p.is_dir() else [p]
-        for f in files:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
+    hash_sources(h, root, _COMPILER_PARTS)
     return h.hexdigest()
 
 
@@ -138,12 +142,8 @@ def load(cache_dir: Path, key: str) -> tuple[Graph, dict[str, Any]] | None:
     """The cached (compiled graph, artifacts) for ``key``, or None (a miss, or a damaged entry: that one
     is deleted with a warning and the caller compiles afresh)."""
     path = entry_path(cache_root(cache_dir), key)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        bad_entry(path, exc.strerror or str(exc))
+    data = read_entry(path)
+    if data is None:
         return None
     try:
         head, body = unseal(FORMAT, VERSION, data)

@@ -26,7 +26,9 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from caten_lab.errors import CatenError
 
@@ -190,3 +192,26 @@ def bad_entry(path: Path, why: str) -> None:
     warnings.warn(CacheWarning(f"cache entry {path} is damaged ({why}); it is discarded and rebuilt",
                                hint="nothing to do; if this repeats, check the disk or delete the cache "
                                     "directory (CATEN_CACHE_DIR)"), stacklevel=3)
+
+
+def read_entry(path: Path) -> bytes | None:
+    """The bytes of the cache entry ``path``: None when there is none, or when it cannot be read (then
+    it is reported as damaged and the caller rebuilds it)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        bad_entry(path, exc.strerror or str(exc))
+        return None
+
+
+def hash_sources(h: Any, root: Path, parts: Iterable[str], suffixes: tuple[str, ...] = (".py", ".h", ".c")) -> None:
+    """Feed ``h`` the names and bytes of the source files under ``root``: each part is a file or a
+    directory (its files ending in ``suffixes``, in sorted order). Cache keys fingerprint the code
+    that made an entry with it, so an edit to that code never serves an entry it would not make."""
+    for part in parts:
+        p = root / part
+        for f in sorted(f for f in p.rglob("*") if f.suffix in suffixes) if p.is_dir() else [p]:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())

@@ -43,6 +43,7 @@ from caten_lab.runtime.cache_files import (
     cache_write_error,
     digest,
     publish,
+    read_entry,
 )
 from caten_lab.runtime.parallel_build import compile_parts, kernel_spans, part_count, split_source
 
@@ -234,13 +235,9 @@ def sidecar(path: Path) -> Path:
 def _verified(path: Path) -> bytes | None:
     """The library's bytes when they match its sidecar; None when there is no entry. A damaged entry
     (or one without a sidecar) is deleted, with a warning when there was evidence of damage."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except OSError as exc:
-        bad_entry(path, exc.strerror or str(exc))
-        data = None
+    data = read_entry(path)
     if data is not None:
         try:
             want = sidecar(path).read_text().split()
