@@ -185,6 +185,9 @@ def run_node(
             out = np.asarray(args[0]).astype(dt)
         elif op == "where":
             out = np.where(args[0], args[1], args[2])
+        elif op == "check_index":
+            out = np.asarray(args[0], dt)
+            _check_index(out, evaluate(a.size, sym), n)
         else:
             if op in ("idiv", "mod") and n.dtype.is_int and np.any(np.asarray(args[1]) == 0):
                 raise RuntimeCheckError(
@@ -198,6 +201,20 @@ def run_node(
         if np.shape(out) != shape
         else np.asarray(out, dtype=dt)
     )
+
+
+def _check_index(ids: np.ndarray, size: int, n: Node) -> None:
+    """``check_index``: every index in [0, size), else RuntimeCheckError (as the C backend at safety >= 1)."""
+    if ids.size == 0:
+        return
+    bad = (ids < 0) | (ids >= size)
+    if bad.any():
+        first = ids.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
+        raise RuntimeCheckError(
+            f"index {int(first)} out of range for an axis of {size} (AIR node {n.id}: check_index)",
+            where=n.source,
+            hint="a gather/x[ids]/embedding index must lie in [0, size): fix or clip the ids",
+        )
 
 
 def interpret(

@@ -269,6 +269,14 @@ class KernelLowerer:
             if src_dt == DType.bool:
                 return f"(({dt.c_name})({x} ? 1 : 0))"
             return f"(({dt.c_name})({x}))"
+        if op == "check_index":
+            x = self.operand(n.reads[0], dt, coords)
+            if self.safety < 1:
+                return x
+            # an index outside [0, size) stops the program (err[0] = 3, see codegen/c/index_check.h)
+            self.checks.append(self.node_pos.get(n.id, -1))
+            size = c_expr(n.attrs.size, NAMES)
+            return f"(({ctype(dt)})cl_index_ck((int64_t)({x}), {size}, {len(self.checks) - 1}, err))"
         if op == "where":
             c = self.operand(n.reads[0], DType.bool, coords)
             a = self.operand(n.reads[1], dt, coords)
