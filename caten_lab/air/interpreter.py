@@ -115,6 +115,8 @@ def run_node(
     op = n.op
     a = n.attrs
     dt = n.dtype.np
+    if int in map(type, args):  # an int literal on an unsigned operand wraps, as the C backend renders it
+        args = _wrap_unsigned_literals(n, args)
     if op == "allocate":
         shape = _dims(a.shape, sym, n)
         if a.name is None:
@@ -131,6 +133,8 @@ def run_node(
         return arr.astype(dt, copy=False)
     if op == "const":
         v = evaluate(a.value, sym) if not isinstance(a.value, (int, float, bool)) else a.value
+        if type(v) is int and n.dtype.is_unsigned:
+            v &= (1 << (8 * n.dtype.itemsize)) - 1
         return np.full(_dims(a.shape, sym, n), v, dtype=dt)
     if op == "index":
         shape = _dims(a.shape, sym, n)
@@ -143,7 +147,7 @@ def run_node(
         idx = strided_index(shape, strides, evaluate(a.offset, sym))
         if a.mask is None:
             _check_bounds(idx, flat.size, n)
-            return flat[idx] if idx.size else np.zeros(shape, dtype=dt)
+            return np.asarray(flat[idx]) if idx.size else np.zeros(shape, dtype=dt)  # 0-d: an array, not a scalar
         mask = tuple((evaluate(lo, sym), evaluate(hi, sym)) for lo, hi in a.mask)
         valid = mask_array(shape, mask)
         out = np.zeros(shape, dtype=dt)
@@ -201,6 +205,20 @@ def run_node(
         if np.shape(out) != shape
         else np.asarray(out, dtype=dt)
     )
+
+
+def _wrap_unsigned_literals(n: Node, args: list[Any]) -> list[Any]:
+    """Python int literals among ``args`` reduced modulo 2**bits where their operand type is unsigned (two's
+    complement: ``x + -1`` on uint8 adds 255), as ``codegen.lower.literal`` renders them; NumPy would
+    raise OverflowError for an out-of-range literal."""
+    if n.op in ("lt", "ne"):  # a compare's literal has the type of its other operand
+        npdt = next((x.dtype for x in args if isinstance(x, np.ndarray)), None)
+    else:
+        npdt = n.dtype.np
+    if npdt is None or npdt.kind != "u":
+        return args
+    mask = (1 << (8 * npdt.itemsize)) - 1
+    return [x & mask if type(x) is int else x for x in args]
 
 
 def _check_index(ids: np.ndarray, size: int, n: Node) -> None:
