@@ -153,6 +153,8 @@ def graph_symbols(g: Graph) -> list[str]:
             items = (*items, *a.shape, *a.strides, a.offset)
         elif op == "const":
             items = (*items, n.attrs.value)
+        elif op == "check_index":
+            items = (*items, n.attrs.size)
         for v in items:
             if type(v) is int or v in seen:
                 continue
