@@ -115,8 +115,8 @@ def run_node(
     op = n.op
     a = n.attrs
     dt = n.dtype.np
-    if int in map(type, args):  # an int literal on an unsigned operand wraps, as the C backend renders it
-        args = _wrap_unsigned_literals(n, args)
+    if int in map(type, args):  # an int literal wraps into its operand's type, as in the C backend
+        args = _wrap_int_literals(n, args)
     if op == "allocate":
         shape = _dims(a.shape, sym, n)
         if a.name is None:
@@ -133,8 +133,8 @@ def run_node(
         return arr.astype(dt, copy=False)
     if op == "const":
         v = evaluate(a.value, sym) if not isinstance(a.value, (int, float, bool)) else a.value
-        if type(v) is int and n.dtype.is_unsigned:
-            v &= (1 << (8 * n.dtype.itemsize)) - 1
+        if type(v) is int and n.dtype.is_int:
+            (v,) = _wrap_int_literals(n, [v])
         return np.full(_dims(a.shape, sym, n), v, dtype=dt)
     if op == "index":
         shape = _dims(a.shape, sym, n)
@@ -207,18 +207,25 @@ def run_node(
     )
 
 
-def _wrap_unsigned_literals(n: Node, args: list[Any]) -> list[Any]:
-    """Python int literals among ``args`` reduced modulo 2**bits where their operand type is unsigned (two's
-    complement: ``x + -1`` on uint8 adds 255), as ``codegen.lower.literal`` renders them; NumPy would
-    raise OverflowError for an out-of-range literal."""
-    if n.op in ("lt", "ne"):  # a compare's literal has the type of its other operand
+def _wrap_int_literals(n: Node, args: list[Any]) -> list[Any]:
+    """Python int literals among ``args`` wrapped into their operand's integer type (two's complement), as
+    the C backend computes them: ``codegen.lower.literal`` reduces an unsigned literal modulo 2**bits
+    (``x + -1`` on uint8 adds 255, ``x < -1`` compares with 255), and C converts a signed one to the
+    operand type (``x + 200`` on int8 adds -56) except in a compare, which C and NumPy both make in the
+    wider type. NumPy would raise OverflowError for an out-of-range literal instead."""
+    compare = n.op in ("lt", "ne")
+    if compare:  # a compare's literal has the type of its other operand
         npdt = next((x.dtype for x in args if isinstance(x, np.ndarray)), None)
     else:
         npdt = n.dtype.np
-    if npdt is None or npdt.kind != "u":
+    if npdt is None or npdt.kind not in "ui" or (compare and npdt.kind == "i"):
         return args
-    mask = (1 << (8 * npdt.itemsize)) - 1
-    return [x & mask if type(x) is int else x for x in args]
+    bits = 8 * npdt.itemsize
+    mask = (1 << bits) - 1
+    if npdt.kind == "u":
+        return [x & mask if type(x) is int else x for x in args]
+    half = 1 << (bits - 1)
+    return [((x + half) & mask) - half if type(x) is int else x for x in args]
 
 
 def _check_index(ids: np.ndarray, size: int, n: Node) -> None:

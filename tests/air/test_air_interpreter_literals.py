@@ -1,6 +1,7 @@
 """Interpreter nits found by the differential fuzz (issue 13), each checked against the C backend and a
 NumPy reference: a 0-d view is an array (it was a NumPy scalar), and an int literal on an unsigned dtype
-wraps modulo 2**bits as the C backend renders it (the interpreter raised OverflowError)."""
+wraps modulo 2**bits as the C backend renders it, and one out of a signed dtype's range wraps as C
+converts it (the interpreter raised OverflowError)."""
 
 from __future__ import annotations
 
@@ -35,10 +36,13 @@ def test_a_0d_view_is_an_array(dtype: str) -> None:
 
 U8 = np.array([0, 1, 7, 128, 254, 255], np.uint8)
 U32 = np.array([0, 1, 3, 2**31, 2**32 - 1, 12345], np.uint32)
+I8 = np.array([-128, -57, -1, 0, 1, 127], np.int8)
+I32 = np.array([-2**31, -7, 0, 5, 2**31 - 1, 99], np.int32)
 
 
 def _wrap(v: int, a: np.ndarray) -> np.integer:
-    return a.dtype.type(v % (1 << (8 * a.itemsize)))
+    """``v`` in ``a``'s type, two's complement."""
+    return np.array(v % (1 << (8 * a.itemsize)), np.uint64).astype(a.dtype)[()]
 
 
 @pytest.mark.parametrize(("op", "a", "lit", "ref"), [
@@ -51,9 +55,16 @@ def _wrap(v: int, a: np.ndarray) -> np.integer:
     ("lt", U8, -1, lambda a, m: a < m),
     ("ne", U32, -1, lambda a, m: a != m),
     ("mod", U8, -3, lambda a, m: a % m),
+    ("add", I8, 200, lambda a, m: (a.astype(np.int64) + 200 + 128) % 256 - 128),
+    ("mul", I8, 130, lambda a, m: (a.astype(np.int64) * 130 + 128) % 256 - 128),
+    ("add", I32, 2**40 + 3, lambda a, m: (a.astype(np.int64) + 3 + 2**31) % 2**32 - 2**31),
+    ("max", I8, 200, lambda a, m: np.maximum(a, -56)),
+    ("idiv", I8, 200, lambda a, m: np.trunc(a / -56)),
+    ("lt", I8, 200, lambda a, m: np.ones(a.shape, bool)),  # a compare is made in the wider type, in C too
+    ("ne", I8, -200, lambda a, m: np.ones(a.shape, bool)),
 ])
-def test_negative_literal_on_an_unsigned_dtype_wraps_as_in_c(op: str, a: np.ndarray, lit: int, ref) -> None:  # noqa: ANN001
-    dt = dtypes.uint8 if a.dtype == np.uint8 else dtypes.uint32
+def test_int_literal_out_of_its_dtype_wraps_as_in_c(op: str, a: np.ndarray, lit: int, ref) -> None:  # noqa: ANN001
+    dt = getattr(dtypes, a.dtype.name)
     g = Graph()
     x = g.insert("allocate", [], shape=a.shape, dtype=dt, name="x")
     g.mark_output(g.insert(op, [x, lit]))
