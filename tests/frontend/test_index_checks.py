@@ -110,3 +110,14 @@ def test_the_c_check_is_one_compare_per_looked_up_row() -> None:
     assert len(checks) == 1 and len(reads) == 1
     assert len(checks[0]) == 1 and len(reads[0]) == 2  # the row loop; the row loop, then the element loop
     assert "cl_index_ck(" not in compile(g, backend="c", safety=0).c_source.split("cl_index_ck(int64_t i")[1]
+
+
+def test_empty_lookups_are_not_out_of_range(backend: str) -> None:
+    """Over an empty table or with no ids nothing is looked up: no check fires (the C kernel hoists the id
+    read out of its empty loops)."""
+    empty = np.zeros((0, 3), np.float32)
+    no_ids = np.zeros((0, 3), np.int64)
+    got = Tensor.from_numpy(empty).gather(0, Tensor.from_numpy(no_ids)).numpy()
+    close(got, torch.gather(tt(empty), 0, tt(no_ids)))
+    rows = Tensor.from_numpy(W)[Tensor.from_numpy(np.zeros(0, np.int64))].numpy()
+    assert rows.shape == (0, 3)
