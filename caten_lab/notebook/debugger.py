@@ -81,7 +81,7 @@ class PassDebugger:
         self.passes: list[Pass] = list(getattr(pipeline, "passes", pipeline))
         self.graph = graph.copy()
         self.ctx = ctx if ctx is not None else PassContext()
-        self.ctx.options.setdefault("state_outputs", state_outputs(graph))  # as the scheduler needs (manager.run)
+        self.ctx.options["state_outputs"] = state_outputs(graph)  # as the scheduler needs (see PassManager.run)
         self.ctx.tracing = True
         self.verify = verify
         self.position = 0

@@ -116,7 +116,7 @@ class PassManager:
         """Run every pass in order; ``trace=True`` records a PassTrace (``trace_memory``: memory peaks)."""
         ctx = ctx if ctx is not None else PassContext()
         # which outputs update an input in place is decided by the graph as given, not as the passes leave it
-        ctx.options.setdefault("state_outputs", state_outputs(graph))
+        ctx.options["state_outputs"] = state_outputs(graph)
         if trace:
             return self._run_traced(graph, ctx, trace_memory)
         ctx.tracing = False

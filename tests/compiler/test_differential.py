@@ -179,3 +179,19 @@ def test_state_update_beside_a_store_that_simplifies_to_the_same_input() -> None
         np.testing.assert_array_equal(got[0], want_state)
         np.testing.assert_array_equal(got[1], want_plain)
         np.testing.assert_array_equal(b, want_state)  # the state output is written into the caller's array
+
+
+def test_the_scheduler_takes_state_outputs_from_the_graph_as_given() -> None:
+    """Every way of running the pipeline (PassManager.run, traced or not, and the notebook's PassDebugger)
+    schedules store(x * 1, ...) as a copy: x stays an input, no state write."""
+    from caten_lab.air import Graph, dtypes
+    from caten_lab.compiler import default_pipeline
+    from caten_lab.notebook.debugger import PassDebugger
+
+    g = Graph()
+    x = g.insert("allocate", [], shape=(2, 3), dtype=dtypes.float32, name="x")
+    g.mark_output(g.insert("store", [g.insert("mul", [x, 1.0]), 9.0], shape=(1, 3), strides=(3, 1), offset=0))
+    scheds = [default_pipeline().run(g.copy(), trace=t).ctx.artifacts["schedule"] for t in (False, True)]
+    scheds.append(PassDebugger(g).run_all().ctx.artifacts["schedule"])
+    for s in scheds:
+        assert s.state_writes == {} and s.buffers["x"].kind == "input"
