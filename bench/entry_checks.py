@@ -11,7 +11,8 @@ with random weights), at safety 0, 1 and 2 side by side:
 - ``call_us``: one whole call (decode step for GPT-2: one token at pos 16);
 - ``decode_tok_s``: greedy decode tokens/s over ``--tokens`` new tokens (GPT-2 rows);
 - ``same_c_as_safety_0``: whether the generated C equals the safety-0 program's (then the two differ
-  only by the entry checks; safety 1 adds C only for integer ``//``/``%`` by a non-constant divisor).
+  only by the entry checks; safety 1 adds C only for integer ``//``/``%`` by a non-constant divisor and
+  one compare per looked-up row of a gather / ``x[ids]`` / embedding, e.g. GPT-2's token embedding).
 
 Everything runs in this process: a warm-up round, then ``--rounds`` rounds, each measuring every
 safety level in turn (so a burst of load on a shared machine hits all levels alike); the table shows

@@ -65,7 +65,8 @@ def symbol_sources(shapes: Mapping[str, tuple]) -> list[tuple[str, int, int, str
             if (s := _single_symbol(d)) is not None]
 
 
-ERR_INDEX, ERR_DIV0 = 1, 2  # err[0] of a run: codegen/render_c.py (CK) and codegen/c/int_div.h
+ERR_INDEX, ERR_DIV0, ERR_RANGE = 1, 2, 3  # err[0] of a run: codegen/render_c.py (CK), codegen/c/int_div.h,
+# codegen/c/index_check.h
 SYMBOL_MAX = 2**62 - 1  # symbols are int64 in the generated C; this leaves room for index arithmetic
 
 
@@ -350,6 +351,13 @@ class Program:
         elif node_id is not None:
             what = f" (AIR node {node_id})"
         kname = k.name if k is not None else f"#{call}"
+        if int(err[0]) == ERR_RANGE:
+            return RuntimeCheckError(
+                f"index {index} out of range for an axis of {size} in kernel {kname}{what}",
+                where=where,
+                hint="a gather/x[ids]/embedding index must lie in [0, size): fix or clip the ids; "
+                     "the program was stopped",
+            )
         if int(err[0]) == ERR_DIV0:
             return RuntimeCheckError(
                 f"integer division by zero in kernel {kname}{what}",

@@ -87,6 +87,8 @@ def infer_type(op: str, attrs: Any, reads: list, read_types: list[Type | None], 
                 where=source,
                 hint="cast one operand first",
             )
+    if op == "check_index" and not dtype.is_int:
+        raise AirError(f"op 'check_index' needs an integer operand, got {dtype.value}", where=source)
     if op in _INT_ONLY and dtype.is_float:
         raise AirError(f"op {op!r} is integer-only, got {dtype.value}", where=source)
     if op in _FLOAT_ONLY and not dtype.is_float:

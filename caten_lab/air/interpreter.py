@@ -115,6 +115,8 @@ def run_node(
     op = n.op
     a = n.attrs
     dt = n.dtype.np
+    if int in map(type, args):  # an int literal wraps into its operand's type, as in the C backend
+        args = _wrap_int_literals(n, args)
     if op == "allocate":
         shape = _dims(a.shape, sym, n)
         if a.name is None:
@@ -131,6 +133,8 @@ def run_node(
         return arr.astype(dt, copy=False)
     if op == "const":
         v = evaluate(a.value, sym) if not isinstance(a.value, (int, float, bool)) else a.value
+        if type(v) is int and n.dtype.is_int:
+            (v,) = _wrap_int_literals(n, [v])
         return np.full(_dims(a.shape, sym, n), v, dtype=dt)
     if op == "index":
         shape = _dims(a.shape, sym, n)
@@ -143,7 +147,7 @@ def run_node(
         idx = strided_index(shape, strides, evaluate(a.offset, sym))
         if a.mask is None:
             _check_bounds(idx, flat.size, n)
-            return flat[idx] if idx.size else np.zeros(shape, dtype=dt)
+            return np.asarray(flat[idx]) if idx.size else np.zeros(shape, dtype=dt)  # 0-d: an array, not a scalar
         mask = tuple((evaluate(lo, sym), evaluate(hi, sym)) for lo, hi in a.mask)
         valid = mask_array(shape, mask)
         out = np.zeros(shape, dtype=dt)
@@ -185,6 +189,9 @@ def run_node(
             out = np.asarray(args[0]).astype(dt)
         elif op == "where":
             out = np.where(args[0], args[1], args[2])
+        elif op == "check_index":
+            out = np.asarray(args[0], dt)
+            _check_index(out, evaluate(a.size, sym), n)
         else:
             if op in ("idiv", "mod") and n.dtype.is_int and np.any(np.asarray(args[1]) == 0):
                 raise RuntimeCheckError(
@@ -198,6 +205,41 @@ def run_node(
         if np.shape(out) != shape
         else np.asarray(out, dtype=dt)
     )
+
+
+def _wrap_int_literals(n: Node, args: list[Any]) -> list[Any]:
+    """Python int literals among ``args`` wrapped into their operand's integer type (two's complement), as
+    the C backend computes them: ``codegen.lower.literal`` reduces an unsigned literal modulo 2**bits
+    (``x + -1`` on uint8 adds 255, ``x < -1`` compares with 255), and C converts a signed one to the
+    operand type (``x + 200`` on int8 adds -56) except in a compare, which C and NumPy both make in the
+    wider type. NumPy would raise OverflowError for an out-of-range literal instead."""
+    compare = n.op in ("lt", "ne")
+    if compare:  # a compare's literal has the type of its other operand
+        npdt = next((x.dtype for x in args if isinstance(x, np.ndarray)), None)
+    else:
+        npdt = n.dtype.np
+    if npdt is None or npdt.kind not in "ui" or (compare and npdt.kind == "i"):
+        return args
+    bits = 8 * npdt.itemsize
+    mask = (1 << bits) - 1
+    if npdt.kind == "u":
+        return [x & mask if type(x) is int else x for x in args]
+    half = 1 << (bits - 1)
+    return [((x + half) & mask) - half if type(x) is int else x for x in args]
+
+
+def _check_index(ids: np.ndarray, size: int, n: Node) -> None:
+    """``check_index``: every index in [0, size), else RuntimeCheckError (as the C backend at safety >= 1)."""
+    if ids.size == 0:
+        return
+    bad = (ids < 0) | (ids >= size)
+    if bad.any():
+        first = ids.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
+        raise RuntimeCheckError(
+            f"index {int(first)} out of range for an axis of {size} (AIR node {n.id}: check_index)",
+            where=n.source,
+            hint="a gather/x[ids]/embedding index must lie in [0, size): fix or clip the ids",
+        )
 
 
 def interpret(

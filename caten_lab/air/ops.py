@@ -224,7 +224,7 @@ def _register(name: str, n_reads: int, category: str, doc: str, fields: dict[str
 UNARY = ("neg", "recip", "exp2", "log2", "sin", "sqrt", "not")
 BINARY = ("add", "mul", "idiv", "mod", "max", "and", "or", "xor", "lt", "ne")
 COMPARE = ("lt", "ne")
-ELEMENTWISE = (*UNARY, *BINARY, "where", "cast")
+ELEMENTWISE = (*UNARY, *BINARY, "where", "cast", "check_index")
 
 _UNARY_DOCS = {
     "neg": "-x",
@@ -253,6 +253,13 @@ for _n in BINARY:
     _register(_n, 2, "binary", _BINARY_DOCS[_n], {})
 _register("where", 3, "ternary", "cond ? a : b", {})
 _register("cast", 1, "unary", "convert element type", {"dtype": DTypeK})
+_register(
+    "check_index",
+    1,
+    "unary",
+    "an integer index, unchanged; one outside [0, size) stops the program (safety >= 1; gather, x[ids])",
+    {"size": DimK},
+)
 _register("reduce", 1, "reduce", "reduce over axes, keeping them as size 1", {"op": ReduceOpK, "axes": AxesK})
 _register(
     "allocate",

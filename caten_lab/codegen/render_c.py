@@ -88,6 +88,7 @@ def _prelude() -> str:
         s = t.replace("_t", "")
         lines.append(f"static inline {t} cl_max_{s}({t} a, {t} b) {{ return a > b ? a : b; }}")
     lines.extend(c_file("int_div.h").rstrip("\n").split("\n"))  # idiv/mod, checked and unchecked
+    lines.extend(c_file("index_check.h").rstrip("\n").split("\n"))  # check_index (gather row ids)
     lines.append("")
     return "\n".join(lines)
 

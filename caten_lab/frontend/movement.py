@@ -267,10 +267,11 @@ class MovementMixin:
         return out.reshape(*result) if result != window else out
 
     def _take_rows(self: Tensor, ids: Tensor) -> Tensor:
-        """``self[ids]`` for an integer tensor: rows of axis 0 (one-hot select and sum, exact)."""
+        """``self[ids]`` for an integer tensor: rows of axis 0 (one-hot select and sum, exact). As in
+        NumPy and torch, a negative id counts from the end; one outside [-n, n) raises when run."""
         n, rest = self.shape[0], self.shape[1:]
         ar = type(self)._make("index", (), (n,), DType.int64, shape=(n,), axis=0, dtype=DType.int64)
-        hot = ids.cast(DType.int64).unsqueeze(-1) == ar  # (*ids, n)
+        hot = checked_index(ids, n, wrap_negative=True).unsqueeze(-1) == ar  # (*ids, n)
         flat = self.reshape(n, prod(rest))
         zero: Any = False if self.dtype == DType.bool else 0
         out = hot.unsqueeze(-1).where(flat, zero).sum(-2, dtype=self.dtype)
@@ -439,9 +440,19 @@ class MovementMixin:
         x = self[sl].movedim(d, -1).unsqueeze(d)  # index.shape with 1 at d, then n
         x = x.expand(*index.shape, n)
         ar = t._make("index", (), (n,), DType.int64, shape=(n,), axis=0, dtype=DType.int64)
-        onehot = index.cast(DType.int64).unsqueeze(-1) == ar
+        onehot = checked_index(index, n).unsqueeze(-1) == ar  # as torch.gather: an index outside [0, n) raises
         zero: Any = False if self.dtype == DType.bool else 0
         return onehot.where(x, zero).sum(-1, dtype=self.dtype)  # one term is selected: exact, same dtype
+
+
+def checked_index(ids: Tensor, size: Dim, *, wrap_negative: bool = False) -> Tensor:
+    """``ids`` as int64 through AIR ``check_index``: an id outside [0, size) stops the program when it runs
+    (RuntimeCheckError naming the node, at safety >= 1 and on the interpreter). ``wrap_negative``: a
+    negative id of a signed dtype counts from the end first (NumPy/torch ``x[ids]``)."""
+    x = ids.cast(DType.int64)
+    if wrap_negative and not ids.dtype.is_unsigned:
+        x = (x < 0).where(x + size, x)
+    return type(ids)._make("check_index", (x.node,), x.shape, DType.int64, size=size)
 
 
 def sum_dims(dims: Sequence[Dim]) -> Dim:

@@ -10,6 +10,7 @@ from caten_lab.air.dtypes import DType
 from caten_lab.air.symbolic import Dim
 from caten_lab.frontend.creation import index
 from caten_lab.frontend.errors import DTypeError, ShapeError, fmt_shape
+from caten_lab.frontend.movement import checked_index
 from caten_lab.frontend.source import user_source
 from caten_lab.frontend.tensor import Tensor
 
@@ -30,13 +31,14 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 def embedding(ids: Tensor, weight: Tensor) -> Tensor:
-    """Rows of ``weight`` selected by integer ``ids`` (one-hot select and sum: exact, no gather op needed)."""
+    """Rows of ``weight`` selected by integer ``ids`` (one-hot select and sum: exact, no gather op needed).
+    As torch's embedding, an id outside [0, num_embeddings) raises when the program runs."""
     if not ids.dtype.is_int:
         raise DTypeError(
             f"embedding: ids must be an integer tensor, got {ids.dtype.value}", where=user_source()
         )
     n = weight.shape[0]
-    hot = ids.cast(DType.int64).unsqueeze(-1) == index((n,), 0)  # (*ids, n)
+    hot = checked_index(ids, n).unsqueeze(-1) == index((n,), 0)  # (*ids, n)
     return hot.unsqueeze(-1).where(weight, 0.0).sum(-2)
 
 

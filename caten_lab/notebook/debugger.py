@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from caten_lab.air.graph import Graph
+from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.rewriter import Rewrite, replay
 from caten_lab.errors import CatenError, CompileError
 from caten_lab.passes.base import Pass, PassContext
@@ -81,6 +81,7 @@ class PassDebugger:
         self.passes: list[Pass] = list(getattr(pipeline, "passes", pipeline))
         self.graph = graph.copy()
         self.ctx = ctx if ctx is not None else PassContext()
+        self.ctx.options["state_outputs"] = state_outputs(graph)  # as the scheduler needs (see PassManager.run)
         self.ctx.tracing = True
         self.verify = verify
         self.position = 0

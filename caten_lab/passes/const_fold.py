@@ -41,6 +41,9 @@ def _fold_elementwise(m: Match) -> str | None:
     values = [known_value(g, r) for r in n.reads]
     if any(v is NOT_CONST for v in values):
         return None
+    if n.op == "check_index" and not (is_concrete(values[0]) and isinstance(n.attrs.size, int)
+                                      and 0 <= values[0] < n.attrs.size):
+        return None  # an index out of range (or not known to be in range) is checked when the program runs
     if all(is_concrete(v) for v in values):
         dtypes = [g.type_of(r)[1] if isinstance(r, Value) else None for r in n.reads]  # type: ignore[index]
         return fill(g, n, fold_scalar(n, values, dtypes))

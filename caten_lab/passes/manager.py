@@ -11,7 +11,7 @@ import tracemalloc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from caten_lab.air.graph import Graph
+from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.errors import CatenError, CompileError
 from caten_lab.passes.base import Pass, PassContext
 from caten_lab.passes.trace import PassRecord, PassTrace
@@ -115,6 +115,8 @@ class PassManager:
     ) -> PassResult:
         """Run every pass in order; ``trace=True`` records a PassTrace (``trace_memory``: memory peaks)."""
         ctx = ctx if ctx is not None else PassContext()
+        # which outputs update an input in place is decided by the graph as given, not as the passes leave it
+        ctx.options["state_outputs"] = state_outputs(graph)
         if trace:
             return self._run_traced(graph, ctx, trace_memory)
         ctx.tracing = False

@@ -153,6 +153,8 @@ def graph_symbols(g: Graph) -> list[str]:
             items = (*items, *a.shape, *a.strides, a.offset)
         elif op == "const":
             items = (*items, n.attrs.value)
+        elif op == "check_index":
+            items = (*items, n.attrs.size)
         for v in items:
             if type(v) is int or v in seen:
                 continue
@@ -314,8 +316,14 @@ def _reduce_fusable(plan: _Plan, kid: int, n: Node) -> bool:
     return used == set(loops[: len(used)])
 
 
-def schedule_graph(g: Graph) -> Schedule:
-    """Group the nodes of ``g`` into kernels (see the module docstring)."""
+def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None) -> Schedule:
+    """Group the nodes of ``g`` into kernels (see the module docstring).
+
+    ``state_outputs`` (output index -> input name, :func:`caten_lab.air.graph.state_outputs` of the graph
+    *before* the passes) says which outputs update an input in place; only their stores may write into
+    the caller's array. Simplification can turn a plain value into a store chain rooted at an input
+    (``store(x * 1, ...)`` becomes ``store(x, ...)``): that store must copy first. None: derived from ``g``.
+    """
     order = g.toposort()
     pos = {n.id: i for i, n in enumerate(order)}
     forced: set[str] = set(g.outputs)
@@ -354,7 +362,7 @@ def schedule_graph(g: Graph) -> Schedule:
         for kid in kernels:
             for c in plan.req[kid].get(v, ()):
                 plan.push(kid, n, c)
-    return _build(g, plan, pos)
+    return _build(g, plan, pos, state_outputs)
 
 
 # ---- building kernels -------------------------------------------------------------------
@@ -366,7 +374,7 @@ def _describe(nodes: list[Node], g: Graph) -> str:
         if n.op == "reduce":
             src = g.producer_of(n.reads[0])
             label = "matmul" if n.attrs.op == "add" and src is not None and src.op == "mul" else f"{n.attrs.op}"
-        elif n.op in ELEMENTWISE:
+        elif n.op in ELEMENTWISE and n.op != "check_index":  # a check does not name a kernel
             label = n.op
         elif n.op == "store":
             label = "store"
@@ -377,7 +385,7 @@ def _describe(nodes: list[Node], g: Graph) -> str:
     return "_".join(parts[:4]) or "copy"
 
 
-def _build(g: Graph, plan: _Plan, pos: dict[int, int]) -> Schedule:
+def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | None) -> Schedule:
     buffers: dict[str, BufferInfo] = {}
     value_buffer: dict[str, str] = {}
     out_index = {o: i for i, o in reversed(list(enumerate(g.outputs)))}
@@ -392,8 +400,13 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int]) -> Schedule:
             p = g.producer_of(p.reads[0])
         return p.attrs.name if p is not None and _is_buffer_node(p) else None
 
-    output_stores: set[int] = set()  # store chains the program returns: only these may update an input in place
-    for o in g.outputs:
+    if states is None:
+        states = {i: sr for i, o in enumerate(g.outputs)
+                  if (sr := state_root(o)) is not None and g.producer_of(o).op == "store"}
+    output_stores: set[int] = set()  # store chains of the state outputs: only these may update an input in place
+    for i, o in enumerate(g.outputs):
+        if i not in states or state_root(o) != states[i]:
+            continue
         p = g.producer_of(o)
         while p is not None and p.op == "store":
             output_stores.add(p.id)
@@ -431,11 +444,8 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int]) -> Schedule:
     for i, k in enumerate(ks):
         k.name = f"k{i}_{k.name}"
     outputs = [value_buffer.get(o, "") for o in g.outputs]
-    state_writes = {}
-    for i, o in enumerate(g.outputs):
-        sr = state_root(o)
-        if sr is not None and g.producer_of(o).op == "store":
-            state_writes[i] = sr
+    state_writes = {i: name for i, name in states.items() if i < len(g.outputs) and state_root(g.outputs[i]) == name
+                    and g.producer_of(g.outputs[i]).op == "store"}
     for b in outputs:
         if b and buffers[b].kind == "intermediate":
             buffers[b].kind = "output"
@@ -573,6 +583,6 @@ class ScheduleKernels:
     description = "fuse elementwise chains, reductions and matmul epilogues into kernels (schedule cache by key)"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        sched = schedule_graph(graph)
+        sched = schedule_graph(graph, ctx.options.get("state_outputs"))
         ctx.artifacts["schedule"] = sched
         return graph

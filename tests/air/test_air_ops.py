@@ -36,6 +36,8 @@ def valid_call(op: str, v: dict[str, str]) -> tuple[list, dict]:
         return [v["b"], v["f"], v["f"]], {}
     if op == "cast":
         return [v["f"]], {"dtype": dtypes.int32}
+    if op == "check_index":
+        return [v["i"]], {"size": Sym("n")}
     if op == "reduce":
         return [v["f"]], {"op": "add", "axes": (1,)}
     if op == "allocate":
@@ -59,6 +61,7 @@ WRONG_VALUES = {
     "shape": [5, (2.0, 3), ("a",), None],
     "strides": [1, (1.5,)],
     "offset": [0.5, "0", None],
+    "size": [0.5, "0", None],
     "mask": [((0, 1, 2),), (0, 1), "m"],
     "name": [3, b"w"],
     "value": ["1", None, [1]],
@@ -69,7 +72,7 @@ WRONG_VALUES = {
 def test_op_table_covers_the_issue():
     expected = {
         "add", "mul", "neg", "recip", "idiv", "mod", "max", "exp2", "log2", "sin", "sqrt", "and", "or",
-        "xor", "not", "lt", "ne", "where", "cast", "allocate", "const", "store", "view", "index", "reduce",
+        "xor", "not", "lt", "ne", "where", "cast", "check_index", "allocate", "const", "store", "view", "index", "reduce",
     }  # fmt: skip
     assert set(op_names()) == expected
     for name, spec in OPS.items():

@@ -82,6 +82,36 @@ def negative_slice(backend: str):  # noqa: ANN201
     return case
 
 
+def _lookup(kind: str, ids: list[int], backend: str, safety: int = 1):  # noqa: ANN202
+    """x[ids], gather or embedding over a 5-row table with ids out of range (they returned 0 rows)."""
+    def case() -> None:
+        from caten_lab.frontend import Tensor, build_graph
+        from caten_lab.nn import functional as F
+
+        w = Tensor.from_numpy(np.arange(15, dtype=np.float32).reshape(5, 3), name="w")
+        i = Tensor.from_numpy(np.array(ids, np.int64), name="ids")
+        out = {"rows": lambda: w[i], "gather": lambda: w.gather(0, i.reshape(len(ids), 1)),
+               "embedding": lambda: F.embedding(i, w)}[kind]()
+        g, arrays = build_graph([out])
+        compile(g, backend=backend, safety=safety)(arrays)
+    return case
+
+
+def gpt2_token_past_the_vocabulary() -> None:
+    r = _runner()
+    tokens = np.array([[1, 2, 10**6]], np.int64)
+    r.program({**r.arrays, r.tokens_name: tokens}, {"seq": 3, "pos": 0})
+
+
+def check_index_symbolic_size(backend: str):  # noqa: ANN201
+    def case() -> None:
+        g = Graph()
+        x = g.insert("allocate", [], shape=(3,), dtype=dtypes.int32, name="x")
+        g.mark_output(g.insert("check_index", [x], size=Sym("n")))
+        compile(g, backend=backend)({"x": np.array([0, 4, 9], np.int32)}, {"n": 4})
+    return case
+
+
 def window_before_the_start() -> None:
     g = Graph()
     x = g.insert("allocate", [], shape=(8,), dtype=dtypes.float32, name="x")
@@ -188,4 +218,13 @@ CASES: list[Case] = [
     ("runtime: object whose .shape differs from its array", _int_input(_LyingShape()), ShapeError,
      ("'x'", "expected shape (3,)", "after conversion")),
     ("runtime: output too large to allocate", huge_output, CatenError, ("cannot be allocated", "symbol values")),
+    *[(f"runtime: {kind} with id {ids[-1]}, {backend}, safety {s}", _lookup(kind, ids, backend, s), RuntimeCheckError,
+       (f"index {bad} out of range for an axis of 5", "check_index") + (("in kernel",) if backend == "c" else ()))
+      for kind, ids, bad in (("rows", [0, 7], 7), ("rows", [1, -6], -1), ("gather", [2, -1], -1),
+                             ("embedding", [4, 5], 5), ("embedding", [0, -2], -2))
+      for backend, s in (("c", 1), ("c", 2), ("numpy", 1))],
+    ("runtime: GPT-2 runner.program with a token id past the vocabulary", gpt2_token_past_the_vocabulary,
+     RuntimeCheckError, ("index 1000000 out of range for an axis of 4096", "in kernel")),
+    *[(f"runtime: check_index with a symbolic size, {b}", check_index_symbolic_size(b), RuntimeCheckError,
+       ("index 4 out of range for an axis of 4",)) for b in ("c", "numpy")],
 ]
