@@ -124,8 +124,14 @@ static int ct_model_run(ct_model *m, const int64_t *sym, char *msg) {
   int64_t err[8] = {0};
   caten_run(m->bufs, sym, err);
   if (err[0]) {
-    ct_fail(msg, "run-time check failed in model kernel call %lld: index %lld outside a buffer of %lld elements",
-            (long long)err[4], (long long)err[2], (long long)err[3]);
+    if (err[0] == 3)  /* CL_ERR_RANGE (codegen/c/index_check.h): a token id outside the vocabulary */
+      ct_fail(msg, "run-time check failed in model kernel call %lld: index %lld out of range for an axis of %lld",
+              (long long)err[4], (long long)err[2], (long long)err[3]);
+    else if (err[0] == 2)  /* CL_ERR_DIV0 (codegen/c/int_div.h) */
+      ct_fail(msg, "run-time check failed in model kernel call %lld: integer division by zero", (long long)err[4]);
+    else
+      ct_fail(msg, "run-time check failed in model kernel call %lld: index %lld outside a buffer of %lld elements",
+              (long long)err[4], (long long)err[2], (long long)err[3]);
     return @U@_ERR_RUNTIME;
   }
   return @U@_OK;
