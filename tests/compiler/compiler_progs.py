@@ -390,3 +390,12 @@ def assert_same(expected: list[np.ndarray], got: list[np.ndarray], context: str 
                                        err_msg=f"output {i}\n{context}", **_tol(e.dtype, floor))
         else:
             np.testing.assert_array_equal(r, e, err_msg=f"output {i}\n{context}")
+
+
+def row_max_graph() -> Graph:
+    """x + max(x, axis=1) over a (4, 8) float32 input ``x``: a small two-kernel program (cache tests)."""
+    g = Graph()
+    x = g.insert("allocate", [], shape=(4, 8), dtype="float32", name="x")
+    m = g.insert("reduce", [x], op="max", axes=(1,))
+    g.mark_output(g.insert("add", [x, g.insert("view", [m], shape=(4, 8), strides=(1, 0))]))
+    return g

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from compiler_progs import row_max_graph
 
 from caten_lab.air import Graph
 from caten_lab.compiler import compile
@@ -10,25 +11,17 @@ from caten_lab.runtime import artifact_cache
 from caten_lab.runtime.cache_files import CacheWarning
 
 
-def _graph() -> Graph:
-    g = Graph()
-    x = g.insert("allocate", [], shape=(4, 8), dtype="float32", name="x")
-    m = g.insert("reduce", [x], op="max", axes=(1,))
-    g.mark_output(g.insert("add", [x, g.insert("view", [m], shape=(4, 8), strides=(1, 0))]))
-    return g
-
-
 def test_warm_compile_loads_artifacts_and_matches(tmp_path, monkeypatch):
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
     with settings(cache_dir=tmp_path):
-        cold = compile(_graph())
+        cold = compile(row_max_graph())
         assert list(tmp_path.glob("artifacts_*.json"))
 
         def fail(*a, **k):
             raise AssertionError("the passes ran although the result was cached")
 
         monkeypatch.setattr("caten_lab.compiler.lower_to_c", fail)
-        warm = compile(_graph())
+        warm = compile(row_max_graph())
         assert warm.c_source == cold.c_source and warm.cached
         np.testing.assert_array_equal(warm({"x": x})[0], cold({"x": x})[0])
         np.testing.assert_allclose(warm({"x": x})[0], x + x.max(axis=1, keepdims=True))
@@ -36,13 +29,13 @@ def test_warm_compile_loads_artifacts_and_matches(tmp_path, monkeypatch):
 
 def test_corrupt_entry_is_rebuilt_and_tracing_bypasses_the_cache(tmp_path):
     with settings(cache_dir=tmp_path):
-        compile(_graph())
+        compile(row_max_graph())
         for f in tmp_path.glob("artifacts_*.json"):
             f.write_bytes(b"not a cache entry")
         with pytest.warns(CacheWarning, match="artifacts_.*damaged"):
-            prog = compile(_graph())
+            prog = compile(row_max_graph())
         assert prog.c_source
-        traced = compile(_graph(), trace=True)
+        traced = compile(row_max_graph(), trace=True)
         assert traced.trace is not None and len(traced.trace.records) > 0
 
 

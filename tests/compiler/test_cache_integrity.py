@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from compiler_progs import row_max_graph
 
 from caten_lab.air import Graph
 from caten_lab.codegen.render_c import render_c
@@ -29,14 +30,6 @@ from caten_lab.runtime import artifact_cache, cache_files, toolchain
 from caten_lab.runtime.cache_files import CacheWarning
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _graph() -> Graph:
-    g = Graph()
-    x = g.insert("allocate", [], shape=(4, 8), dtype="float32", name="x")
-    m = g.insert("reduce", [x], op="max", axes=(1,))
-    g.mark_output(g.insert("add", [x, g.insert("view", [m], shape=(4, 8), strides=(1, 0))]))
-    return g
 
 
 X = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
@@ -54,7 +47,7 @@ def _library(d: Path) -> Path:
 @pytest.mark.parametrize("damage", ["truncate", "garbage"])
 def test_a_damaged_library_is_rebuilt_in_process_with_a_warning(tmp_path: Path, damage: str) -> None:
     with settings(cache_dir=tmp_path):
-        compile(_graph())
+        compile(row_max_graph())
         so = _library(tmp_path)
         data = so.read_bytes()
         if damage == "truncate":
@@ -63,14 +56,14 @@ def test_a_damaged_library_is_rebuilt_in_process_with_a_warning(tmp_path: Path, 
             so.write_bytes(np.random.default_rng(1).integers(0, 256, len(data), dtype=np.uint8).tobytes())
         clear_cache()
         with pytest.warns(CacheWarning, match=so.name):
-            prog = compile(_graph())
+            prog = compile(row_max_graph())
         assert not prog.cached  # rebuilt, not loaded
         np.testing.assert_allclose(prog({"x": X})[0], WANT, rtol=1e-6)
         assert len(so.read_bytes()) == len(data)  # a complete build is back in the cache
         clear_cache()
         with warnings.catch_warnings():
             warnings.simplefilter("error", CacheWarning)
-            again = compile(_graph())  # it verifies: no warning
+            again = compile(row_max_graph())  # it verifies: no warning
         assert again.cached
 
 
@@ -117,7 +110,7 @@ def test_a_damaged_library_never_crashes_a_new_process(tmp_path: Path, damage: s
 
 def test_the_loaded_library_is_a_private_copy_of_the_verified_bytes(tmp_path: Path) -> None:
     with settings(cache_dir=tmp_path):
-        compile(_graph())
+        compile(row_max_graph())
         so = _library(tmp_path)
         built = toolchain.build_library(so.with_suffix(".c").read_text(), toolchain.toolchain("cc", tmp_path), tmp_path)
     assert built.cached and built.load_path != built.path
@@ -147,11 +140,11 @@ def test_two_processes_building_the_same_library_agree(tmp_path: Path) -> None:
 def test_a_library_without_its_sidecar_is_rebuilt_quietly(tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
     """An entry of an older version (no sidecar) is a miss, not damage: rebuilt without a warning."""
     with settings(cache_dir=tmp_path):
-        compile(_graph())
+        compile(row_max_graph())
         so = _library(tmp_path)
         Path(str(so) + ".sha256").unlink()
         clear_cache()
-        prog = compile(_graph())
+        prog = compile(row_max_graph())
     assert not prog.cached and not [w for w in recwarn if issubclass(w.category, CacheWarning)]
     np.testing.assert_allclose(prog({"x": X})[0], WANT, rtol=1e-6)
 
@@ -166,14 +159,14 @@ def _entry(d: Path) -> Path:
 
 def test_a_tampered_compile_result_is_discarded_and_rebuilt(tmp_path: Path) -> None:
     with settings(cache_dir=tmp_path):
-        cold = compile(_graph())
+        cold = compile(row_max_graph())
         entry = _entry(tmp_path)
         text = entry.read_bytes()
         i = text.index(b"caten_run")  # one byte of the cached C source changed
         entry.write_bytes(text[:i] + b"X" + text[i + 1 :])
         clear_cache()
         with pytest.warns(CacheWarning, match=f"{entry.name}.*SHA-256"):
-            prog = compile(_graph())
+            prog = compile(row_max_graph())
         assert prog.c_source == cold.c_source
         np.testing.assert_allclose(prog({"x": X})[0], WANT, rtol=1e-6)
         key = entry.name[len("artifacts_") : -len(".json")]
@@ -182,11 +175,11 @@ def test_a_tampered_compile_result_is_discarded_and_rebuilt(tmp_path: Path) -> N
 
 def test_a_truncated_compile_result_is_discarded(tmp_path: Path) -> None:
     with settings(cache_dir=tmp_path):
-        compile(_graph())
+        compile(row_max_graph())
         entry = _entry(tmp_path)
         entry.write_bytes(entry.read_bytes()[:-100])
         with pytest.warns(CacheWarning, match="truncated"):
-            prog = compile(_graph())
+            prog = compile(row_max_graph())
         np.testing.assert_allclose(prog({"x": X})[0], WANT, rtol=1e-6)
 
 
@@ -199,7 +192,7 @@ def test_a_planted_pickle_is_never_unpickled(tmp_path: Path) -> None:
             return (Path.touch, (marker,))
 
     with settings(cache_dir=tmp_path):
-        compile(_graph())
+        compile(row_max_graph())
         entry = _entry(tmp_path)
         key = entry.name[len("artifacts_") : -len(".json")]
         planted = pickle.dumps(Payload())
@@ -210,7 +203,7 @@ def test_a_planted_pickle_is_never_unpickled(tmp_path: Path) -> None:
         entry.write_bytes(planted)  # and where this one looks
         clear_cache()
         with pytest.warns(CacheWarning, match=entry.name):
-            prog = compile(_graph())
+            prog = compile(row_max_graph())
         np.testing.assert_allclose(prog({"x": X})[0], WANT, rtol=1e-6)
     assert not marker.exists()
     assert cache_files.sweep(tmp_path) >= 1 and not list(tmp_path.glob("*.pkl"))  # legacy pickles are swept
@@ -263,8 +256,8 @@ def test_a_program_loaded_from_the_cache_is_the_program_compiled_afresh(tmp_path
 
 
 def test_a_result_with_an_artifact_it_cannot_encode_is_not_cached(tmp_path: Path) -> None:
-    assert artifact_cache.encode(_graph(), {"c_source": "int x;", "mystery": object()}) is None
-    assert not artifact_cache.store(tmp_path, "k", (_graph(), {"mystery": object()}))
+    assert artifact_cache.encode(row_max_graph(), {"c_source": "int x;", "mystery": object()}) is None
+    assert not artifact_cache.store(tmp_path, "k", (row_max_graph(), {"mystery": object()}))
     assert not list(tmp_path.glob("artifacts_*"))
 
 
@@ -320,7 +313,7 @@ def test_cache_files_get_the_umask_file_mode(tmp_path: Path, monkeypatch: pytest
         try:
             d = tmp_path / f"u{umask:o}"
             with settings(cache_dir=d):
-                compile(_graph())
+                compile(row_max_graph())
         finally:
             os.umask(old)
         for pattern in ("caten_*.c", "caten_*.so.sha256", "artifacts_*.json", "toolchains.json"):
@@ -335,10 +328,10 @@ def test_a_cache_dir_under_a_file_is_one_clear_error(tmp_path: Path, monkeypatch
     blocker.write_text("not a directory")
     monkeypatch.setenv("CATEN_CACHE_DIR", str(blocker / "cache"))
     with pytest.raises(CatenError, match="CATEN_CACHE_DIR") as ei:
-        compile(_graph())
+        compile(row_max_graph())
     assert "cannot be used" in str(ei.value) and "writable directory" in str(ei.value)
     with settings(cache_dir=blocker), pytest.raises(CatenError, match="not a directory|File exists"):
-        compile(_graph())
+        compile(row_max_graph())
 
 
 def test_an_unwritable_cache_dir_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -348,7 +341,7 @@ def test_an_unwritable_cache_dir_is_one_clear_error(tmp_path: Path, monkeypatch:
     real = os.access
     monkeypatch.setattr(cache_files.os, "access", lambda p, m: False if Path(p) == d else real(p, m))
     with settings(cache_dir=d), pytest.raises(CatenError, match="not writable") as ei:
-        compile(_graph())
+        compile(row_max_graph())
     assert "CATEN_CACHE_DIR" in str(ei.value)
 
 
@@ -359,7 +352,7 @@ def test_an_unusable_default_cache_dir_falls_back_to_a_temp_dir(tmp_path: Path, 
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("CATEN_CACHE_DIR", raising=False)
     with pytest.warns(CacheWarning, match="CATEN_CACHE_DIR") as rec:
-        prog = compile(_graph())
+        prog = compile(row_max_graph())
     assert len([w for w in rec if issubclass(w.category, CacheWarning)]) == 1
     np.testing.assert_allclose(prog({"x": X})[0], WANT, rtol=1e-6)
     root = cache_files.cache_root(home / ".cache" / "caten_lab")
@@ -367,7 +360,7 @@ def test_an_unusable_default_cache_dir_falls_back_to_a_temp_dir(tmp_path: Path, 
     clear_cache()
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)
-        compile(_graph())  # one warning per process, not one per compile
+        compile(row_max_graph())  # one warning per process, not one per compile
 
 
 def test_a_full_disk_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -381,7 +374,7 @@ def test_a_full_disk_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(tempfile, "mkstemp", full)
     with settings(cache_dir=d), pytest.warns(CacheWarning, match="cannot be cached"), \
             pytest.raises(CatenError, match="No space left on device") as ei:
-        compile(_graph())
+        compile(row_max_graph())
     assert "CATEN_CACHE_DIR" in str(ei.value) and "free some disk space" in str(ei.value)
 
 
