@@ -24,6 +24,7 @@ from caten_lab.frontend.tensor import Tensor
 from caten_lab.nn.attention import CausalSelfAttention
 from caten_lab.nn.layers import MLP, Embedding, LayerNorm
 from caten_lab.nn.module import Module, ModuleList, buffer_of, parameter
+from caten_lab.token_ids import check_token_ids
 
 
 @dataclass
@@ -205,7 +206,7 @@ class GPT2(Module):
         if self._decoder is None:
             self._decoder = self.decoder_graph()
         d = self._decoder
-        ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
+        ids = np.asarray(check_token_ids(token_ids, self.config.vocab_size, "step"), dtype=np.int64).reshape(1, -1)
         return execute(d.graph, {**d.arrays, d.tokens: ids}, {"pos": int(pos)})[0]
 
     def reset_cache(self) -> None:
@@ -217,7 +218,7 @@ class GPT2(Module):
     def generate(self, prompt: list[int], max_new_tokens: int) -> list[int]:
         """Greedy decoding through the KV cache (one prefill step, then one token per step)."""
         self.reset_cache()
-        out = list(prompt)
+        out = check_token_ids(prompt, self.config.vocab_size, "prompt")
         logits = self.step(out, 0)
         for _ in range(max_new_tokens):
             nxt = int(np.argmax(logits[0, -1]))

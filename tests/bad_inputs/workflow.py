@@ -95,6 +95,27 @@ def generate_float_ids() -> None:
     _runner().generate([1.9, 2.2], 3)  # was: the prompt [1, 2]
 
 
+@functools.cache
+def _tokenizer():  # noqa: ANN202 - the bundled model's GPT2Tokenizer
+    from caten_lab.workflow.tokenizers import GPT2Tokenizer
+
+    return GPT2Tokenizer.from_files(MODEL / "vocab.json", MODEL / "merges.txt")
+
+
+def decode_float_ids() -> None:
+    _tokenizer().decode([1.9, 2.2])  # was: the text of tokens [1, 2]
+
+
+def decode_id_past_vocab() -> None:
+    _tokenizer().decode([3, 4096])
+
+
+def nn_generate_float_ids() -> None:
+    from caten_lab.nn.gpt2 import GPT2, GPT2Config
+
+    GPT2(GPT2Config(vocab_size=16, n_positions=8, n_embd=8, n_layer=1, n_head=2)).generate([1.5, 2.0], 1)
+
+
 def generate_integral_float_id() -> None:
     _runner().generate([5, 6.0], 3)
 
@@ -218,6 +239,10 @@ CASES: list[Case] = [
     ("action: absurd 2-d Local size", action_absurd_local_2d, CatenError,
      ("2147483648 bytes", "more than the limit", "Array parameter")),
     ("tokens: float ids", generate_float_ids, CatenError, ("prompt: item 0 is 1.9 (float)", "not an integer")),
+    ("tokens: decode float ids", decode_float_ids, CatenError, ("decode: item 0 is 1.9 (float)",)),
+    ("tokens: decode id past the vocabulary", decode_id_past_vocab, CatenError,
+     ("decode: item 1 = 4096", "outside the vocabulary 0..4095")),
+    ("tokens: nn GPT2.generate float ids", nn_generate_float_ids, CatenError, ("prompt: item 0 is 1.5 (float)",)),
     ("tokens: integral float id", generate_integral_float_id, CatenError, ("item 1 is 6.0 (float)",)),
     ("tokens: bool id", generate_bool_id, CatenError, ("item 1 is True (bool)",)),
     ("tokens: negative id", generate_negative_id, CatenError, ("item 1 = -1", "outside the vocabulary 0..")),

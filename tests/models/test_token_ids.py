@@ -98,3 +98,35 @@ def test_interpreted_generation_loop_refuses_bad_prompts(runner):
     with pytest.raises(CatenError, match="max_new must be a non-negative int, got -1"):
         generate_interpreted(runner, [1], -1, SamplingOptions())
     assert generate_interpreted(runner, [5, 6], 3, SamplingOptions()) == runner.generate([5, 6], 3)[2:]
+
+
+def test_tokenizer_decode_takes_only_integer_ids_in_the_vocabulary() -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from caten_lab.workflow.tokenizers import GPT2Tokenizer
+
+    ours = GPT2Tokenizer.from_files(MODEL / "vocab.json", MODEL / "merges.txt")
+    ref = Tokenizer(models.BPE.from_file(str(MODEL / "vocab.json"), str(MODEL / "merges.txt")))
+    ref.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    ref.decoder = decoders.ByteLevel()
+    ids = [5, 300, 17, 4095]
+    assert ours.decode(ids) == ref.decode(ids)
+    assert ours.decode(np.array(ids, np.uint16)) == ref.decode(ids)
+    for bad, words in (([5.0, 300], "decode: item 0 is 5.0 (float)"), ([5, True], "decode: item 1 is True (bool)"),
+                       ([5, -1], "decode: item 1 = -1 is outside the vocabulary"),
+                       (np.array([1.9]), "decode: token ids must be integers")):
+        with pytest.raises(CatenError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            ours.decode(bad)  # was: floats truncated (1.9 -> the text of token 1)
+
+
+def test_nn_gpt2_generate_and_step_check_the_ids() -> None:
+    from caten_lab.config import settings
+    from caten_lab.nn.gpt2 import GPT2, GPT2Config
+
+    model = GPT2(GPT2Config(vocab_size=16, n_positions=8, n_embd=8, n_layer=1, n_head=2))
+    with settings(backend="numpy"):
+        assert len(model.generate([1, 2], 2)) == 4
+        with pytest.raises(CatenError, match=r"prompt: item 1 is 2\.0 \(float\)"):
+            model.generate([1, 2.0], 2)  # was: silently the prompt [1, 2]
+        with pytest.raises(CatenError, match="step: item 0 = 16 is outside the vocabulary 0..15"):
+            model.step([16], 0)

@@ -15,6 +15,7 @@ import numpy as np
 
 from caten_lab.errors import CatenError
 from caten_lab.formats.vocab_check import check_merges, check_vocab, check_vocab_items
+from caten_lab.token_ids import check_token_ids
 from caten_lab.workflow.tokenizers import bpe_actions as A
 from caten_lab.workflow.tokenizers._action import entry_args
 from caten_lab.workflow.tokenizers.tables import (
@@ -251,11 +252,7 @@ class GPT2Tokenizer:
 
     def decode_bytes(self, ids: list[int] | np.ndarray) -> bytes:
         """The concatenated bytes of the tokens."""
-        arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int64))
-        if arr.size and (arr.min() < 0 or arr.max() >= self.n_vocab):
-            bad = int(arr[(arr < 0) | (arr >= self.n_vocab)][0])
-            raise CatenError(f"token id {bad} is outside the vocabulary (0..{self.n_vocab - 1})")
-        ids32 = arr.astype(np.int32)
+        ids32 = np.asarray(check_token_ids(ids, self.n_vocab, "decode"), dtype=np.int32)
         offsets = self.tables.vocab.offsets
         total = int((offsets[ids32 + 1] - offsets[ids32]).sum()) if ids32.size else 0
         out = np.zeros(max(total, 1), dtype=np.uint8)

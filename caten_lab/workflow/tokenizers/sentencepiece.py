@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from caten_lab.errors import CatenError
+from caten_lab.token_ids import check_token_ids
 from caten_lab.workflow.tokenizers import spm_actions as A
 from caten_lab.workflow.tokenizers._action import entry_args
 from caten_lab.workflow.tokenizers.bpe import text_to_utf8
@@ -228,11 +229,7 @@ class SentencePieceTokenizer:
         return out[: int(count)]
 
     def decode_bytes(self, ids: list[int] | np.ndarray) -> bytes:
-        arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int64))
-        if arr.size and (arr.min() < 0 or arr.max() >= self.n_vocab):
-            bad = int(arr[(arr < 0) | (arr >= self.n_vocab)][0])
-            raise CatenError(f"piece id {bad} is outside the vocabulary (0..{self.n_vocab - 1})")
-        ids32 = arr.astype(np.int32)
+        ids32 = np.asarray(check_token_ids(ids, self.n_vocab, "decode"), dtype=np.int32)
         offsets = self.tables.surface.offsets
         total = int((offsets[ids32 + 1] - offsets[ids32]).sum()) if ids32.size else 0
         out = np.zeros(max(total, 1), dtype=np.uint8)
