@@ -69,6 +69,17 @@ ERR_INDEX, ERR_DIV0, ERR_RANGE = 1, 2, 3  # err[0] of a run: codegen/render_c.py
 # codegen/c/index_check.h
 SYMBOL_MAX = 2**62 - 1  # symbols are int64 in the generated C; this leaves room for index arithmetic
 
+# err[0] of a failed run -> (message, hint) of its RuntimeCheckError
+_CHECK_MESSAGES = {
+    ERR_INDEX: ("out-of-bounds access in kernel {kernel}: index {index} outside a buffer of {size} elements{node}",
+                "a view/store reaches outside its buffer for these symbol values; the program was stopped"),
+    ERR_DIV0: ("integer division by zero in kernel {kernel}{node}",
+               "an integer // or % on a tensor has a zero divisor: replace the zeros before dividing; "
+               "the program was stopped"),
+    ERR_RANGE: ("index {index} out of range for an axis of {size} in kernel {kernel}{node}",
+                "a gather/x[ids]/embedding index must lie in [0, size): fix or clip the ids; the program was stopped"),
+}
+
 
 def bind_symbols(
     names: list[str], shapes: Mapping[str, tuple], inputs: Mapping[str, Any], symbols: Mapping[str, int] | None,
@@ -351,25 +362,8 @@ class Program:
         elif node_id is not None:
             what = f" (AIR node {node_id})"
         kname = k.name if k is not None else f"#{call}"
-        if int(err[0]) == ERR_RANGE:
-            return RuntimeCheckError(
-                f"index {index} out of range for an axis of {size} in kernel {kname}{what}",
-                where=where,
-                hint="a gather/x[ids]/embedding index must lie in [0, size): fix or clip the ids; "
-                     "the program was stopped",
-            )
-        if int(err[0]) == ERR_DIV0:
-            return RuntimeCheckError(
-                f"integer division by zero in kernel {kname}{what}",
-                where=where,
-                hint="an integer // or % on a tensor has a zero divisor: replace the zeros before dividing; "
-                     "the program was stopped",
-            )
-        return RuntimeCheckError(
-            f"out-of-bounds access in kernel {kname}: index {index} outside a buffer of {size} elements{what}",
-            where=where,
-            hint="a view/store reaches outside its buffer for these symbol values; the program was stopped",
-        )
+        text, hint = _CHECK_MESSAGES.get(int(err[0]), _CHECK_MESSAGES[ERR_INDEX])
+        return RuntimeCheckError(text.format(kernel=kname, node=what, index=index, size=size), where=where, hint=hint)
 
     # ---- presentation --------------------------------------------------------------------
     def summary(self) -> str:
