@@ -1,197 +1,206 @@
-"""Dot-product reductions in explicit lanes: a vectorizable reduction for short rows and low-bit loads.
+"""The ``lanes`` codegen pass: dot-product reductions in explicit lanes, a vectorizable reduction for
+short rows and low-bit loads.
 
-A float reduction lowered as ``#pragma omp simd reduction(+:acc)`` is vectorized by gcc with an
-"omp simd array": one private accumulator per lane of the widest vectorization factor, which gcc
-picks from the *narrowest* type in the loop (64 lanes for int8 loads with AVX-512, 32 for 16-bit
-float patterns). After the loop the array is summed **in order with scalar adds** (64 ``vaddss`` per
-output for int8). With a long row that tail is amortized; with a 64-element row (the lm_head of a
-small model) it costs more than the dot product itself: an int8 matvec ran 3-5x slower than fp32.
+A float reduction ``FOR r [simd reduction(+:acc)]`` is vectorized by gcc with an "omp simd array":
+one private accumulator per lane of the widest vectorization factor, which gcc picks from the
+*narrowest* type in the loop (64 lanes for int8 loads with AVX-512, 32 for float16). After the loop
+the array is summed **in order with scalar adds** (64 ``vaddss`` per output for int8). With a long
+row that tail is amortized; with a 64-element row (the lm_head of a small model) it costs more than
+the dot product itself: an int8 matvec ran 3-5x slower than fp32.
 
 Here such a loop becomes
 
-    float acc_l[L] = 0                                   # L partial sums (4 zmm with AVX-512)
-    for rb < K - (L-1) step L:                            # full lane blocks
-        #pragma omp simd
-        for l < L: r = rb + l; acc_l[l] += f(r)           # lane-wise: no cross-iteration reduction
-    for r in [K - K % L, K): acc += f(r)                  # tail, in order
+    float acc_l[L] = 0                                     # L partial sums (4 zmm with AVX-512)
+    FOR rb in [0, K - (L-1)) step L                        # full lane blocks
+      (float16 rows: cl_h2f_n(&w[off + rb], x_h, L))       # one hardware conversion per block
+      FOR l in [0, L) [simd]: r = rb + l; acc_l[l] += f(r) # lane-wise: no cross-iteration reduction
+    FOR r in [K - K % L, K): acc += f(r)                   # tail, in order
     acc += pairwise sum of acc_l (L/2, L/4, ... 1: vector adds, then a few scalar ones)
 
-which gcc vectorizes without a reduction epilogue. ``L`` is 64 bytes of the narrowest loaded type
-(int8: 64, 16-bit: 32, 32-bit: 16), halved while it exceeds a constant ``K``. Like the ``omp simd``
+which gcc vectorizes without a reduction epilogue. ``L`` is ``vector_bytes`` of the narrowest loaded
+type (int8: 64, 16-bit: 32, 32-bit: 16), halved while it exceeds a constant ``K``. Like the simd
 reduction it replaces, this reassociates the sum (partial sums per lane), nothing else.
 
 Applied to single-accumulator reductions whose loop reads a type narrower than 32 bits, and to
-float32 ones with a constant ``K <= SHORT_K`` (a long float32 row vectorizes well as it is).
-The register-tiled prefill loops (several accumulators, :mod:`caten_lab.codegen.rowblock`) are left alone.
+float32 ones with a constant ``K <= short_k`` (a long float32 row vectorizes well as it is). The
+register-tiled prefill loops (several accumulators, :mod:`caten_lab.codegen.rowblock`) are left alone.
+A float16 load ``w[off + r]`` (unit stride in ``r``; recognized on the typed Load, see
+:func:`caten_lab.codegen.kir_names.f16_run`) is converted per lane block by ``cl_h2f_n``.
 """
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass, replace
+from typing import Any
 
-from caten_lab.codegen.loopir import Assign, For, FunCall, Function, If, Param, Stmt, walk
+from caten_lab.air.dtypes import DType
+from caten_lab.air.graph import Graph
+from caten_lab.codegen.kir import Alu, Assign, Const, Decl, Expr, For, Function, Load, Stmt, Store, Var
+from caten_lab.codegen.kir_names import expr_names, f16_run, h2f_call, load_widths, used_names
+from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
+from caten_lab.codegen.kir_walk import int_value, walk
+from caten_lab.errors import CompileError
 
-ENABLED = True  # switch off to measure what the lane form buys
-VECTOR_BYTES = 64  # one AVX-512 register (narrower targets split it; the form stays correct)
-MIN_LANES = 16
-SHORT_K = 256  # float32 rows up to this constant length use lanes too
-CTYPE_BYTES = {"float": 4, "double": 8, "uint16_t": 2, "_Float16": 2, "int8_t": 1, "uint8_t": 1, "int16_t": 2,
-          "int32_t": 4, "uint32_t": 4, "int64_t": 8, "_Bool": 1}
-_PREFIX = "omp simd reduction(+:"
-
-
-_H2F = re.compile(r"cl_h2f\(\(\(const cl_u16a \*\)(p\d+)\)\[(.+)\]\)")
+I64, F32 = DType.int64, DType.float32
 
 
-def _balanced(t: str) -> bool:
-    depth = 0
-    for ch in t:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return False
-    return depth == 0
+@dataclass(frozen=True)
+class LaneOptions:
+    """Lane widths of the ``lanes`` pass."""
+
+    enabled: bool = True
+    vector_bytes: int = 64  # one AVX-512 register (narrower targets split it; the form stays correct)
+    min_lanes: int = 16
+    short_k: int = 256  # float32 rows up to this constant length use lanes too
+
+    def __post_init__(self) -> None:
+        for name in ("vector_bytes", "min_lanes", "short_k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise CompileError(f"LaneOptions.{name} must be a positive int, got {v!r}",
+                                   hint="e.g. Lanes(vector_bytes=64, min_lanes=16, short_k=256)")
 
 
-def contiguous_h2f(expr: str, var: str) -> tuple[str, str] | None:
-    """``(buffer, offset)`` when ``expr`` is exactly a float16 load ``cl_h2f(buffer[offset + var])``
-    (unit stride in ``var``, ``offset`` free of it): a run of such loads can go through ``cl_h2f_n``."""
-    m = _H2F.fullmatch(expr)
-    if m is None:
-        return None
-    buf, idx = m.group(1), m.group(2)
-    w = re.escape(var)
-    if idx == var:
-        return buf, "0"
-    for pat in (r"\((.+) \+ " + w + r"\)", r"\(" + w + r" \+ (.+)\)"):
-        mm = re.fullmatch(pat, idx)
-        if mm and _balanced(mm.group(1)) and not re.search(r"\b" + w + r"\b", mm.group(1)):
-            return buf, mm.group(1)
-    return None
-
-
-def _narrowest(loop: For, ptypes: dict[str, str]) -> int:
-    """Bytes of the narrowest buffer element read in ``loop`` (16-bit float patterns count as 2)."""
-    out = 8
-    for s in walk(loop.body):
-        if not isinstance(s, Assign):
-            continue
-        if "cl_u16a" in s.expr:
-            out = min(out, 2)
-        for name in re.findall(r"\b(p\d+)\[", s.expr):
-            out = min(out, CTYPE_BYTES.get(ptypes.get(name, "float"), 4))
-    return out
-
-
-def _acc_type(fn: Function, acc: str) -> str | None:
-    for s in walk(fn.body):
-        if isinstance(s, Assign) and s.target == acc and s.ctype and not s.array:
-            return s.ctype
-    return None
-
-
-def _lanes(k: str, narrow: int) -> int:
-    lanes = max(MIN_LANES, VECTOR_BYTES // max(1, narrow))
-    if k.isdigit():
-        while lanes > MIN_LANES and lanes > int(k):
+def lane_count(k: int | None, narrow: int, o: LaneOptions) -> int:
+    """Lanes for a reduction of length ``k`` (None: symbolic) whose narrowest load is ``narrow`` bytes."""
+    lanes = max(o.min_lanes, o.vector_bytes // max(1, narrow))
+    if k is not None:
+        while lanes > o.min_lanes and lanes > k:
             lanes //= 2
     return lanes
 
 
-def _rewrite(loop: For, acc: str, ct: str, lanes: int) -> list[Stmt]:
-    v, k, nodes = loop.var, loop.stop, loop.nodes
+def _acc_type(fn: Function, acc: str) -> DType | None:
+    for s in walk(fn.body):
+        if isinstance(s, Decl) and s.var == acc and s.size is None:
+            return s.dtype
+    return None
+
+
+def match(loop: Stmt, fn: Function, o: LaneOptions) -> tuple[Assign, DType, int] | None:
+    """(the accumulator update, its type, the lane count) when ``loop`` is a single-accumulator float
+    ``+`` reduction worth splitting."""
+    if not isinstance(loop, For) or loop.role != "stage" or not loop.simd or len(loop.reduction) != 1:
+        return None
+    if loop.parallel is not None or int_value(loop.start) != 0 or int_value(loop.step) != 1 or not loop.body:
+        return None
+    if not all(isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None)
+               for s in loop.body):
+        return None
+    acc = loop.reduction[0]
+    updates = [s for s in loop.body if isinstance(s, Decl | Assign) and s.var == acc]
+    if len(updates) != 1 or not isinstance(updates[0], Assign):
+        return None
+    up = updates[0]
+    v = up.value
+    if not (isinstance(v, Alu) and v.op == "add" and isinstance(v.args[0], Var) and v.args[0].name == acc):
+        return None
+    if acc in expr_names(v.args[1]) or any(acc in used_names(s) for s in loop.body if s is not up):
+        return None
+    ct = _acc_type(fn, acc)
+    if ct not in (F32, DType.float64):
+        return None
+    narrow = min([8, *(w for s in loop.body for w in load_widths(fn, s)), ct.itemsize])
+    k = int_value(loop.stop)
+    if narrow >= 4 and not (k is not None and k <= o.short_k):
+        return None
+    lanes = lane_count(k, narrow, o)
+    if k is not None and k < lanes:
+        return None
+    return up, ct, lanes
+
+
+def split_lanes(loop: For, up: Assign, ct: DType, lanes: int, fn: Function) -> list[Stmt]:
+    """The lane form of reduction ``loop`` (accumulator update ``up``)."""
+    v, k, org = loop.var, loop.stop, loop.origin
+    acc = up.var
     arr, lane, blk = f"{acc}_l", f"{v}_l", f"{v}_b"
-    pat = re.compile(r"\b" + re.escape(acc) + r"\b")
-    zero = "0.0f" if ct == "float" else "0.0"
+    L = Const(lanes, I64)
+    at = Var(lane, I64)
+
+    def cell(i: Expr = at) -> Load:
+        return Load(arr, i, ct, origin=org)
+
+    def lane_loop(n: int, body: tuple[Stmt, ...], simd: bool = True, unroll: int = 0) -> For:
+        return For(lane, Const(0, I64), Const(n, I64), Const(1, I64), body, "vector", simd=simd, unroll=unroll,
+                   origin=org)
 
     widened: list[Stmt] = []  # float16 rows: converted per lane block by cl_h2f_n (vcvtph2ps)
     loads: dict[int, str] = {}
     for s in loop.body:
-        hit = contiguous_h2f(s.expr, v) if isinstance(s, Assign) and s.ctype == "float" else None
+        hit = f16_run(s.init, v, fn) if isinstance(s, Decl) and s.dtype == F32 else None
         if hit is not None:
-            buf = f"{s.target}_h"
+            buf = f"{s.var}_h"
             loads[id(s)] = buf
-            widened.append(Assign(nodes, buf, "", "float", array=str(lanes)))
-            widened.append(FunCall(nodes, "cl_h2f_n", [f"(const uint16_t *){hit[0]} + ({hit[1]}) + {blk}", buf,
-                                                         str(lanes)]))
+            off = Var(blk, I64) if int_value(hit[1]) == 0 else Alu("add", (hit[1], Var(blk, I64)), I64)
+            widened.append(Decl(buf, F32, size=L, origin=s.origin))
+            widened.append(replace(h2f_call(hit[0], off, buf, L), origin=s.origin))
 
-    def lane_body() -> list[Stmt]:
-        body: list[Stmt] = [Assign(nodes, v, f"{blk} + {lane}", "const int64_t")]
-        for s in loop.body:
-            assert isinstance(s, Assign)
-            if id(s) in loads:
-                body.append(Assign(s.nodes, s.target, f"{loads[id(s)]}[{lane}]", s.ctype))
-            elif s.target == acc and s.index is None and not s.ctype:
-                body.append(Assign(s.nodes, arr, pat.sub(f"{arr}[{lane}]", s.expr), index=lane))
-            else:
-                body.append(Assign(s.nodes, s.target, s.expr, s.ctype, s.index, s.array))
-        return body
-
-    out: list[Stmt] = [Assign(nodes, arr, "", ct, array=str(lanes))]
-    out.append(For(nodes, lane, "0", str(lanes), "1", [Assign(nodes, arr, zero, index=lane)], "omp simd", "vector"))
-    inner = For(nodes, lane, "0", str(lanes), "1", lane_body(), "omp simd", "vector")
-    out.append(For(nodes, blk, "0", f"{k} - {lanes - 1}", str(lanes), [*widened, inner], None, "stage"))
-    tail_start = str(int(k) - int(k) % lanes) if k.isdigit() else f"{k} - ({k}) % {lanes}"
-    if not k.isdigit() or int(k) % lanes:
-        out.append(For(nodes, v, tail_start, k, "1", [Assign(s.nodes, s.target, s.expr, s.ctype, s.index, s.array)
-                                                     for s in loop.body if isinstance(s, Assign)], None, "stage"))
+    body: list[Stmt] = [Decl(v, I64, Alu("add", (Var(blk, I64), at), I64), True, origin=org)]
+    for s in loop.body:
+        if id(s) in loads:
+            assert isinstance(s, Decl)
+            body.append(replace(s, init=Load(loads[id(s)], at, F32, origin=s.origin)))
+        elif s is up:
+            body.append(Store(arr, at, Alu("add", (cell(), up.value.args[1]), ct), origin=up.origin))  # type: ignore[union-attr]
+        else:
+            body.append(s)
+    kc = int_value(k)
+    out: list[Stmt] = [Decl(arr, ct, size=L, origin=org),
+                       lane_loop(lanes, (Store(arr, at, Const(0.0, ct), origin=org),))]
+    stop = Const(kc - (lanes - 1), I64) if kc is not None else Alu("sub", (k, Const(lanes - 1, I64)), I64)
+    out.append(For(blk, Const(0, I64), stop, L, (*widened, lane_loop(lanes, tuple(body))), "stage", origin=org))
+    if kc is None or kc % lanes:
+        tail = Const(kc - kc % lanes, I64) if kc is not None else Alu("sub", (k, Alu("mod", (k, L), I64)), I64)
+        out.append(For(v, tail, k, Const(1, I64), loop.body, "stage", origin=org))
     h = lanes // 2
     while h >= 1:
-        add = Assign(nodes, arr, f"{arr}[{lane}] + {arr}[{lane} + {h}]", index=lane)
-        out.append(For(nodes, lane, "0", str(h), "1", [add], "omp simd" if h >= 8 else "GCC unroll 4", "vector"))
+        add = Store(arr, at, Alu("add", (cell(), cell(Alu("add", (at, Const(h, I64)), I64))), ct), origin=org)
+        out.append(lane_loop(h, (add,), simd=h >= 8, unroll=0 if h >= 8 else 4))
         h //= 2
-    out.append(Assign(nodes, acc, f"{acc} + {arr}[0]"))
+    out.append(Assign(acc, Alu("add", (Var(acc, ct), cell(Const(0, I64))), ct), origin=up.origin))
     return out
 
 
-def _visit(body: list[Stmt], fn: Function, ptypes: dict[str, str]) -> int:
-    n = 0
-    i = 0
-    while i < len(body):
-        s = body[i]
-        if isinstance(s, If):
-            n += _visit(s.then, fn, ptypes) + _visit(s.orelse, fn, ptypes)
-        elif isinstance(s, For):
-            new = _try(s, fn, ptypes)
-            if new is not None:
-                body[i:i + 1] = new
-                i += len(new)
-                n += 1
-                continue
-            n += _visit(s.body, fn, ptypes)
-        i += 1
-    return n
+# --------------------------------------------------------------------------------------- the pass
 
 
-def _try(loop: For, fn: Function, ptypes: dict[str, str]) -> list[Stmt] | None:
-    pragma = loop.pragma or ""
-    if loop.role != "stage" or not pragma.startswith(_PREFIX) or loop.start != "0" or loop.step != "1":
+def rule_lanes(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
+    o: LaneOptions = ctx.options.get("lanes", LaneOptions())
+    loop = body[i]
+    m = match(loop, ctx.function, o)
+    if m is None:
         return None
-    accs = pragma[len(_PREFIX):-1].split(",")
-    if len(accs) != 1 or not loop.body or not all(isinstance(s, Assign) and not s.array for s in loop.body):
-        return None
-    acc = accs[0]
-    ct = _acc_type(fn, acc)
-    if ct not in ("float", "double"):
-        return None
-    updates = [s for s in loop.body if isinstance(s, Assign) and s.target == acc]
-    if len(updates) != 1 or updates[0].index is not None or updates[0].ctype:
-        return None
-    if not re.fullmatch(re.escape(acc) + r" \+ .+", updates[0].expr) or \
-            any(re.search(r"\b" + re.escape(acc) + r"\b", s.expr) for s in loop.body if s is not updates[0]):
-        return None
-    narrow = min(_narrowest(loop, ptypes), CTYPE_BYTES.get(ct, 4))
-    k = loop.stop
-    if narrow >= 4 and not (k.isdigit() and int(k) <= SHORT_K):
-        return None
-    lanes = _lanes(k, narrow)
-    if k.isdigit() and int(k) < lanes:
-        return None
-    return _rewrite(loop, acc, ct, lanes)
+    assert isinstance(loop, For)
+    return 1, split_lanes(loop, *m, ctx.function)
 
 
-def split_lanes(fn: Function) -> int:
-    """Rewrite every matching ``omp simd reduction`` loop of ``fn`` in place; returns how many."""
-    if not ENABLED:
-        return 0
-    ptypes = {p.name: p.ctype for p in fn.params if isinstance(p, Param)}
-    return _visit(fn.body, fn, ptypes)
+RULES = (("lanes", rule_lanes),)
+
+
+class Lanes:
+    """Codegen pass: short and low-bit dot products of ``ctx.artifacts['kernel_ir']`` in lane partial sums."""
+
+    name = "lanes"
+    description = "short / low-bit dot products: partial sums per vector lane, float16 rows converted per block"
+
+    def __init__(self, options: LaneOptions | None = None, **kw: Any) -> None:
+        self.options = replace(options or LaneOptions(), **kw)
+
+    def run(self, graph: Graph, ctx: Any) -> Graph:
+        prog = ctx.artifacts.get("kernel_ir")
+        if prog is None:
+            raise CompileError("no kernel program in ctx.artifacts['kernel_ir']",
+                               hint="run the 'lower' pass before 'lanes'")
+        if not self.options.enabled:
+            return graph
+        record: list = []
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"lanes": self.options}, record,
+                                                 descend_into_new=False)
+        if ctx.rewrites is not None:
+            ctx.rewrites.extend(record)
+        ctx.artifacts.setdefault("loop_opts", {})["lane_split"] = len(record)
+        return graph
+
+    def __repr__(self) -> str:
+        return f"<pass {self.name}: {self.options}>"

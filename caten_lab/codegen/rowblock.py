@@ -1,319 +1,396 @@
-"""Register and cache tiling of prefill matmuls: a tile of rows x output features per weight read.
+"""The ``rowblock`` codegen pass: register and cache tiles for prefill matmuls, a tile of rows x output
+features per weight read.
 
 A matmul lowered in dot-product form (see :mod:`caten_lab.codegen.hoist`) is
 
-    for i < seq:               pre(i)  (norm statistics, hoisted operands)
-        for j < n_out:         acc = 0; for r: acc += a(i, r) * W[j, r];  epilogue(i, j, acc)
+    FOR i in [0, seq)                pre(i)  (norm statistics, hoisted operands)
+      FOR j in [0, n_out)            acc = 0; FOR r [simd reduction(+:acc)]: acc += a(i, r) * W[j, r]; epilogue(i, j, acc)
 
-and reads all of ``W`` once per row ``i``. When ``seq >= ROWS`` at run time it becomes
+and reads all of ``W`` once per row ``i``. When ``seq >= rows`` at run time it becomes
 
-    for jt < n_out step JT:                     # a tile of W (JT x K) that stays in L2 ...
-        for ib < seq step ROWS:                 # ... while every row block uses it
-            i_q = min(ib + q, seq - 1), pre(i_q)           for q < ROWS
-            for jb in [jt, min(jt + JT, n_out)) step COLS:
-                j_c = min(jb + c, tile end - 1)            for c < COLS
-                for r: acc_qc += a_q(r) * W_c(r)           # ROWS x COLS accumulators
-                epilogue(i_q, j_c, acc_qc)
+    FOR jt in [0, n_out) step JT [tile] parallel(collapse=2)   # a tile of W (JT x K) that stays in L2 ...
+      FOR ib in [0, seq) step ROWS                             # ... while every row block uses it
+        i_q = min(ib + q, seq - 1); pre(i_q)                  for q < ROWS
+        FOR jb in [jt, min(jt + JT, n_out)) step COLS
+          j_c = min(jb + c, tile end - 1)                     for c < COLS
+          FOR r [simd reduction(+: acc_qc...)]: acc_qc += a_q(r) * W_c(r)   # ROWS x COLS accumulators
+          epilogue(i_q, j_c, acc_qc)
 
-Each inner step loads ROWS operand vectors and COLS weight vectors for ROWS * COLS multiply-adds
-(the 1-D row blocking did 5 loads per 4), so the loop is bound by arithmetic rather than loads, and
-W streams from L3 once per kernel instead of once per ROWS rows. Statements are copied per row,
-per column, or per both, by what they depend on; those that depend on neither (a constant) are
-emitted once. ``pre`` is recomputed per column tile (cheap next to the tile's dot products). Rows
-(columns) past the end are clamped to the last one: recomputed and stored with identical values by
-the same iteration. The parallel loop is the (tile, row block) pair (``collapse(2)``), so a kernel
-with few tiles still feeds every thread. Decode (``seq < ROWS``) runs the original nest. Each
-output's arithmetic is unchanged, so results equal the untiled code.
+Each inner step loads ROWS operand vectors and COLS weight vectors for ROWS * COLS multiply-adds, so
+the loop is bound by arithmetic rather than loads, and W streams from L3 once per kernel instead of
+once per ROWS rows. Statements are copied per row, per column, or per both, by the names they read
+and write (a dependence closure over the typed statements); those that depend on neither are emitted
+once. ``pre`` is recomputed per column tile. Rows (columns) past the end are clamped to the last one:
+recomputed and stored with identical values by the same iteration. Decode (``seq < ROWS``) runs the
+original nest. Each output's arithmetic is unchanged, so results equal the untiled code.
+
+Low-bit weights (int8, float16 through the hardware conversion) are widened once per register tile
+into a float buffer per column (``*_w``), so the tile runs on float32 loads: gcc vectorizes a loop by
+its narrowest type, and a tile over int8 loads spilled its accumulators.
+
+Options (:class:`RowBlockOptions`) are arguments of the pass; leave the pass out of the pipeline (or
+``enabled=False``) to measure what tiling buys.
 """
 
 from __future__ import annotations
 
-import copy
-import re
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from caten_lab.codegen.lanes import CTYPE_BYTES, contiguous_h2f
-from caten_lab.codegen.loopir import Assign, For, FunCall, Function, If, Param, Stmt, walk
-from caten_lab.codegen.parallel import if_clause
+from caten_lab.air.dtypes import DType
+from caten_lab.air.graph import Graph
+from caten_lab.codegen.kir import Alu, Assign, Cast, Comment, Const, Decl, Expr, For, Function, If, Load, Parallel, \
+    Stmt, Store, Var
+from caten_lab.codegen.kir_names import declared_names, f16_run, h2f_call, load_widths, rename, rename_expr, \
+    target, used_names
+from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
+from caten_lab.codegen.kir_walk import int_value
+from caten_lab.errors import CompileError
 
-ROWS = 8  # rows per register tile (float32 weights)
-COLS = 2  # output features per register tile (ROWS * COLS accumulators)
-ACC_REGS = 16  # vector registers for accumulators: half of AVX-512's 32, the rest hold operands
-TILE_BYTES = 384 * 1024  # weight bytes per column tile: fits a 1 MB L2 next to the operand rows
-TILE_MAX = 256
-ENABLED = True  # switch off to measure what tiling buys
-LOWBIT_SCRATCH = True  # low-bit weights: widen each column's row to float once per register tile
-SCRATCH_BELOW = 3  # weight bytes below which the buffer is used: int8 and float16 (float16 only through
-# cl_h2f_n, the hardware conversion: its bit widening in C cost as much as the 8 rows' multiply-adds)
-SCRATCH_MAX = 4096  # longest reduction (K) widened into a stack buffer (16 KB per column)
+I64, F32 = DType.int64, DType.float32
+MAIN_ROLES = ("loop", "tile", "collapsed")
 
 
-def _names_in(s: Stmt) -> set[str]:
-    """Names declared by ``s`` or anywhere inside it."""
-    out: set[str] = set()
-    for x in walk([s]):
-        if isinstance(x, Assign) and (x.ctype or x.array):
-            out.add(x.target)
-    return out
+@dataclass(frozen=True)
+class RowBlockOptions:
+    """Tile sizes of the ``rowblock`` pass (part of the compile-cache key through the pipeline)."""
+
+    enabled: bool = True
+    rows: int = 8  # rows per register tile (float32 weights)
+    cols: int = 2  # output features per register tile (rows * cols accumulators)
+    acc_regs: int = 16  # vector registers for accumulators: half of AVX-512's 32, the rest hold operands
+    tile_bytes: int = 384 * 1024  # weight bytes per column tile: fits a 1 MB L2 next to the operand rows
+    tile_max: int = 256
+    lowbit_scratch: bool = True  # low-bit weights: widen each column's row to float once per register tile
+    scratch_below: int = 3  # weight bytes below which the buffer is used: int8 and float16 (float16 only through
+    # cl_h2f_n, the hardware conversion: its bit widening in C cost as much as the 8 rows' multiply-adds)
+    scratch_max: int = 4096  # longest reduction (K) widened into a stack buffer (16 KB per column)
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "cols", "acc_regs", "tile_bytes", "tile_max", "scratch_max"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise CompileError(f"RowBlockOptions.{name} must be a positive int, got {v!r}",
+                                   hint="e.g. RowBlock(rows=8, cols=2, tile_bytes=384 * 1024)")
 
 
-def _texts(s: Stmt) -> list[str]:
-    out: list[str] = []
-    for x in walk([s]):
-        if isinstance(x, Assign):
-            out += [x.expr, x.index or "", x.target if not x.ctype and not x.array else ""]
-        elif isinstance(x, For):
-            out += [x.start, x.stop, x.pragma or ""]
-        elif isinstance(x, If):
-            out.append(x.cond)
-    return out
+# ------------------------------------------------------------------------------------ tile sizes
 
 
-def _renamer(suffix: dict[str, str]):  # noqa: ANN202 - returns a str -> str function
-    """Append ``suffix[name]`` to every whole-word occurrence of each name."""
-    if not suffix:
-        return lambda t: t
-    pat = re.compile(r"\b(" + "|".join(sorted(map(re.escape, suffix), key=len, reverse=True)) + r")\b")
-    return lambda t: pat.sub(lambda m: m.group(1) + suffix[m.group(1)], t) if t else t
+def register_tile_for(wbytes: int, o: RowBlockOptions) -> tuple[int, int]:
+    """(rows, columns) of the register tile for ``wbytes``-byte loads. gcc vectorizes a loop by its
+    narrowest type, so with int8 weights every float accumulator spans 4 vector registers (2 with
+    float16): the tile shrinks so the accumulators still fit ``acc_regs`` (a spilling 8 x 2 int8 tile
+    ran 2.5x slower)."""
+    accs = max(1, o.acc_regs // (4 // min(max(wbytes, 1), 4)))
+    cols = o.cols if accs >= o.rows * o.cols else 1
+    return max(1, min(o.rows, accs // cols)), cols
 
 
-def _rename(s: Stmt, ren) -> Stmt:  # noqa: ANN001
-    s = copy.deepcopy(s)
-    for x in walk([s]):
-        if isinstance(x, Assign):
-            x.expr, x.target = ren(x.expr), ren(x.target)
-            x.index = ren(x.index) if x.index is not None else None
-        elif isinstance(x, For):
-            x.start, x.stop = ren(x.start), ren(x.stop)
-            x.pragma = ren(x.pragma) if x.pragma else x.pragma
-        elif isinstance(x, If):
-            x.cond = ren(x.cond)
-    return s
+def widens(wbytes: int, k: int | None, o: RowBlockOptions) -> bool:
+    """Whether a tiled reduction of constant length ``k`` over ``wbytes``-byte weights widens them
+    into a float buffer first."""
+    return o.lowbit_scratch and wbytes < o.scratch_below and k is not None and k <= o.scratch_max
 
 
-def _mentions(texts: list[str], names: set[str]) -> bool:
-    if not names:
-        return False
-    pat = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
-    return any(pat.search(t) for t in texts if t)
+def register_tile(wbytes: int, k: int | None, o: RowBlockOptions | None = None) -> tuple[int, int]:
+    """(rows, columns) of the register tile for ``wbytes``-byte weights and reduction length ``k``."""
+    o = o or RowBlockOptions()
+    return register_tile_for(4 if widens(wbytes, k, o) else wbytes, o)
 
 
-def _match(fn: Function) -> tuple[For, For, For] | None:
-    mains = [s for s in fn.body if isinstance(s, For) and s.role in ("loop", "tile", "collapsed")]
-    if len(mains) != 1:
+def tile_width(n_out: int, k: int | None, wbytes: int, cols: int, o: RowBlockOptions) -> int:
+    """Output features per cache tile: a multiple of ``cols`` whose weight rows fit ``tile_bytes``."""
+    kk = k if k is not None else 1024
+    jt = max(cols, min(o.tile_max, o.tile_bytes // max(1, kk * wbytes)) // cols * cols)
+    return min(jt, -(-n_out // cols) * cols)
+
+
+# -------------------------------------------------------------------------------------- matching
+
+
+@dataclass
+class _Nest:
+    rows: For
+    cols: For
+    red: For
+
+
+def match(fn: Function, body: tuple[Stmt, ...], i: int) -> _Nest | None:
+    """The rows / output-features / reduction nest at ``body[i]`` when ``body`` is the function body and
+    this is its one main loop, in the shape above."""
+    if body is not fn.body:
         return None
-    rows = mains[0]
-    if rows.role != "loop" or rows.stop.isdigit() or rows.step != "1" or not rows.body:
+    rows = body[i]
+    if not isinstance(rows, For) or rows.role != "loop":
+        return None
+    if sum(1 for s in body if isinstance(s, For) and s.role in MAIN_ROLES) != 1:
+        return None
+    if int_value(rows.stop) is not None or int_value(rows.start) != 0 or int_value(rows.step) != 1 or not rows.body:
         return None
     cols = rows.body[-1]
-    if not isinstance(cols, For) or cols.role != "loop" or not cols.stop.isdigit() or cols.step != "1":
+    if not isinstance(cols, For) or cols.role != "loop" or int_value(cols.stop) is None \
+            or int_value(cols.start) != 0 or int_value(cols.step) != 1:
         return None
-    if any(isinstance(s, For) and s.role in ("loop", "tile", "collapsed") for s in rows.body[:-1]):
+    if any(isinstance(s, For) and s.role in MAIN_ROLES for s in rows.body[:-1]):
+        return None
+    if not all(isinstance(s, For | Decl | Assign | Store | Comment) for s in cols.body):
         return None
     reds = [s for s in cols.body if isinstance(s, For)]
-    if len(reds) != 1 or any(isinstance(s, If) for s in cols.body):
+    if len(reds) != 1:
         return None
     red = reds[0]
-    if red.role != "stage" or not (red.pragma or "").startswith("omp simd reduction(+:"):
+    if red.role != "stage" or not red.simd or not red.reduction or red.parallel is not None:
         return None
-    if not all(isinstance(s, Assign) for s in red.body):
+    if not all(isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None)
+               for s in red.body):
         return None
-    return rows, cols, red
+    return _Nest(rows, cols, red)
 
 
-def _closure(flat: list[Stmt], seed: set[str]) -> set[str]:
-    """``seed`` plus every scalar assigned from an expression that mentions a name already in the set."""
+def _closure(flat: list[Stmt], uses: dict[int, set[str]], seed: set[str]) -> set[str]:
+    """``seed`` plus every scalar written from an expression that reads a name already in the set
+    (statements in program order; a second sweep picks up accumulators read before their update)."""
     dep = set(seed)
     changed = True
     while changed:
         changed = False
         for s in flat:
-            assert isinstance(s, Assign)
-            if s.index is None and s.target not in dep and _mentions([s.expr], dep):
-                dep.add(s.target)
+            t = target(s)
+            if t is not None and t not in dep and uses[id(s)] & dep:
+                dep.add(t)
                 changed = True
     return dep
 
 
-def _weight_bytes(red: For, col_dep: set[str], params: list[Param]) -> int:
-    """Bytes per element of the widest buffer read per output feature (the weight) in the reduction."""
-    ptypes = {p.name: p.ctype for p in params}
+# -------------------------------------------------------------------------------------- rewrite
+
+
+@dataclass
+class _Plan:
+    nest: _Nest
+    fn: Function
+    o: RowBlockOptions
+    row_dep: set[str] = field(default_factory=set)
+    col_dep: set[str] = field(default_factory=set)
+    uses: dict[int, set[str]] = field(default_factory=dict)
+    names: dict[tuple[int | None, int | None], dict[str, str]] = field(default_factory=dict)
+
+    def ren(self, q: int | None, c: int | None) -> dict[str, str]:
+        return self.names[(q, c)]
+
+    def build_names(self, nr: int, nc: int) -> None:
+        for q in (None, *range(nr)):
+            for c in (None, *range(nc)):
+                out: dict[str, str] = {}
+                for name in self.row_dep | self.col_dep:
+                    rq, cc = name in self.row_dep, name in self.col_dep
+                    if (rq and q is None) or (cc and c is None):
+                        continue
+                    out[name] = name + (f"_{q}" if rq else "") + (f"c{c}" if cc and rq else f"_c{c}" if cc else "")
+                self.names[(q, c)] = out
+
+    def dup(self, s: Stmt, nr: int, nc: int) -> list[Stmt]:
+        """``s`` once, per row, per column or per (row, column), by the names it touches."""
+        touched = self.uses[id(s)] | declared_names(s)
+        rq, cc = bool(touched & self.row_dep), bool(touched & self.col_dep)
+        if not rq and not cc:
+            return [s]
+        return [rename(s, self.ren(q, c)) for q in (range(nr) if rq else [None]) for c in (range(nc) if cc else [None])]
+
+
+def _v(name: str, dt: DType = I64) -> Var:
+    return Var(name, dt)
+
+
+def _c(v: int) -> Const:
+    return Const(v, I64)
+
+
+def _add(a: Expr, b: Expr) -> Expr:
+    return Alu("add", (a, b), I64)
+
+
+def _min(a: Expr, b: Expr) -> Expr:
+    return Alu("min", (a, b), I64)
+
+
+def _minus1(e: Expr) -> Expr:
+    k = int_value(e)
+    return _c(k - 1) if k is not None else Alu("sub", (e, _c(1)), I64)
+
+
+def _parallel(rows: For) -> Parallel | None:
+    """The rows loop's parallelism for the tiled (tile, row block) pair: collapsed over both, with its
+    work condition minus the ``rows >= threads`` term (the tiled pair has enough iterations)."""
+    if rows.parallel is None:
+        return None
+    cond = rows.parallel.cond
+    terms = _land_terms(cond) if cond is not None else []
+    keep = [t for t in terms if not (isinstance(t, Alu) and t.op == "ge" and t.args[0] == rows.stop
+                                     and int_value(t.args[1]) is not None)]
+    out: Expr | None = None
+    for t in keep:
+        out = t if out is None else Alu("land", (out, t), DType.bool)
+    return Parallel(2, out)
+
+
+def _land_terms(e: Expr) -> list[Expr]:
+    if isinstance(e, Alu) and e.op == "land" and len(e.args) == 2:
+        return _land_terms(e.args[0]) + _land_terms(e.args[1])
+    return [e]
+
+
+def _weight_bytes(p: _Plan) -> int:
+    """Bytes per element of the widest parameter read per output feature (the weight) in the reduction."""
     out = 1
-    for s in red.body:
-        if isinstance(s, Assign) and s.target in col_dep:
-            for name in re.findall(r"\b(p\d+)\b", s.expr):
-                out = max(out, 2 if "cl_u16a" in s.expr else CTYPE_BYTES.get(ptypes.get(name, "float"), 4))
+    for s in p.nest.red.body:
+        if target(s) in p.col_dep:
+            out = max([out, *load_widths(p.fn, s)])
     return out
 
 
-def _register_tile(wbytes: int) -> tuple[int, int]:
-    """(rows, columns) of the register tile. gcc vectorizes a loop by its narrowest type, so with
-    int8 weights every float accumulator spans 4 vector registers (2 with float16): the tile
-    shrinks so the accumulators still fit ACC_REGS (measured: a spilling 8 x 2 int8 tile ran 2.5x slower)."""
-    accs = ACC_REGS // (4 // min(max(wbytes, 1), 4))
-    cols = COLS if accs >= ROWS * COLS else 1
-    return min(ROWS, accs // cols), cols
-
-
-def widens(wbytes: int, k: str) -> bool:
-    """Whether a tiled reduction over ``k`` with ``wbytes``-byte weights widens them into a float buffer."""
-    return LOWBIT_SCRATCH and wbytes < SCRATCH_BELOW and k.isdigit() and int(k) <= SCRATCH_MAX
-
-
-def register_tile(wbytes: int, k: str) -> tuple[int, int]:
-    """(rows, columns) of the register tile for ``wbytes``-byte weights and reduction length ``k``."""
-    return _register_tile(4 if widens(wbytes, k) else wbytes)
-
-
-def _tile_width(n_out: int, k: str, wbytes: int, cols: int) -> int:
-    """Output features per cache tile: a multiple of ``cols`` whose weight rows fit TILE_BYTES."""
-    kk = int(k) if k.isdigit() else 1024
-    jt = max(cols, min(TILE_MAX, TILE_BYTES // max(1, kk * wbytes)) // cols * cols)
-    return min(jt, -(-n_out // cols) * cols)
-
-
-def _parallel_cond(rows: For) -> str | None:
-    """The work condition of the rows loop's ``omp parallel for`` ('' when unconditional; None when
-    serial), without its ``rows >= threads`` term (the tiled loop has enough iterations)."""
-    if not (rows.pragma or "").startswith("omp parallel for"):
-        return None
-    cond = if_clause(rows.pragma or "")
-    if cond is None:
-        return ""
-    terms = [t for t in cond.split(" && ") if not re.fullmatch(re.escape(rows.stop) + r" >= \d+", t)]
-    return " && ".join(terms)
-
-
-def block_rows(fn: Function) -> bool:
-    """Rewrite ``fn`` in place when it has the shape above; returns whether it did."""
-    m = _match(fn) if ENABLED else None
-    if m is None:
+def _h2f_chain(col_only: list[Decl], needed: list[str], var: str, fn: Function) -> bool:
+    """``x0 = w[off + var]`` (float16) then ``x1 = float32(x0); ...``, only the last read by the reduction."""
+    if f16_run(col_only[0].init, var, fn) is None or needed != [col_only[-1].var] or col_only[0].dtype != F32:
         return False
-    rows, cols, red = m
+    return all(x.init == Cast(Var(prev.var, prev.dtype), F32) for prev, x in zip(col_only, col_only[1:]))
+
+
+def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If:
+    """The tiled nest (with the original as the ``seq < rows`` branch)."""
+    rows, cols, red = nest.rows, nest.cols, nest.red
     lv, cv = rows.var, cols.var
     pre = rows.body[:-1]
-    seed: set[str] = {lv}
+    p = _Plan(nest, fn, o)
+    at = cols.body.index(red)
+    flat = [*cols.body[:at], *red.body, *cols.body[at + 1:]]  # program order
+    p.uses = {id(s): used_names(s) for s in [*flat, *cols.body]}
+    seed = {lv}
     for s in pre:
-        seed |= _names_in(s)
-    flat = [s for s in cols.body if not isinstance(s, For)] + list(red.body)
-    row_dep = _closure(flat, seed)
-    col_dep = _closure(flat, {cv})
-
-    def ren(q: int | None, c: int | None):  # noqa: ANN202 - returns a str -> str function
-        suffix: dict[str, str] = {}
-        for name in row_dep | col_dep:
-            rq, cc = name in row_dep, name in col_dep
-            if (rq and q is None) or (cc and c is None):
-                continue
-            suffix[name] = (f"_{q}" if rq else "") + (f"c{c}" if cc and rq else f"_c{c}" if cc else "")
-        return _renamer(suffix)
-
-    wbytes = _weight_bytes(red, col_dep, fn.params)
+        seed |= declared_names(s)
+    p.row_dep = _closure(flat, p.uses, seed)
+    p.col_dep = _closure(flat, p.uses, {cv})
+    k = int_value(red.stop)
+    wbytes = _weight_bytes(p)
     # statements of the reduction that depend on the output feature only (the weight load, its
     # widening and dequantization): with a low-bit weight they are computed once per column into a
-    # float buffer, and the register tile then runs on float32 loads (see _widen)
-    col_only = [x for x in red.body if isinstance(x, Assign) and x.ctype and x.target in col_dep
-                and x.target not in row_dep]
-    scratch = (widens(wbytes, red.stop) and bool(col_only) and all(x.ctype == "float" or x.target not in _used_by(red, col_only)
-                                          for x in col_only))
-    f16 = scratch and wbytes == 2  # float16: only a plain contiguous load, widened by cl_h2f_n (vcvtph2ps)
-    if f16 and not _h2f_chain(col_only, _used_by(red, col_only), red.var):
+    # float buffer, and the register tile runs on float32 loads
+    col_only = [x for x in red.body if isinstance(x, Decl) and x.var in p.col_dep and x.var not in p.row_dep]
+    col_ids = {id(x) for x in col_only}
+    rest_uses: set[str] = set()
+    for x in red.body:
+        if id(x) not in col_ids:
+            rest_uses |= p.uses[id(x)]
+    needed = [x.var for x in col_only if x.var in rest_uses]
+    scratch = widens(wbytes, k, o) and bool(col_only) and all(x.dtype == F32 or x.var not in needed for x in col_only)
+    f16 = scratch and wbytes == 2  # float16: only a plain contiguous load, widened by cl_h2f_n
+    if f16 and not _h2f_chain(col_only, needed, red.var, fn):
         scratch = f16 = False
-    nr, nc = _register_tile(4 if scratch else wbytes)
-    rens = {(q, c): ren(q, c) for q in [None, *range(nr)] for c in [None, *range(nc)]}
+    nr, nc = register_tile_for(4 if scratch else wbytes, o)
+    p.build_names(nr, nc)
 
-    def dup(s: Stmt) -> list[Stmt]:
-        texts = _texts(s)
-        targets = _names_in(s) | ({s.target} if isinstance(s, Assign) else set())
-        rq = bool(targets & row_dep) or _mentions(texts, row_dep)
-        cc = bool(targets & col_dep) or _mentions(texts, col_dep)
-        if not rq and not cc:
-            return [s]
-        return [_rename(s, rens[(q, c)]) for q in (range(nr) if rq else [None])
-                for c in (range(nc) if cc else [None])]
-
-    n_out = int(cols.stop)
-    jt_w = _tile_width(n_out, red.stop, wbytes, nc)
+    n_out = int_value(cols.stop)
+    assert n_out is not None
+    jt_w = tile_width(n_out, k, wbytes, nc, o)
     exact = n_out % jt_w == 0
     ib, jt, jb = f"{lv}b", f"{cv}t", f"{cv}b"
-    tile_end = f"{jt} + {jt_w}" if exact else f"{cv}e"
-    body: list[Stmt] = [] if exact else [Assign(cols.nodes, tile_end, f"cl_min64({jt} + {jt_w}, {n_out})",
-                                                "const int64_t")]
-    body += [Assign(rows.nodes, f"{lv}_{q}", f"cl_min64({ib} + {q}, {rows.stop} - 1)", "const int64_t")
-             for q in range(nr)]
+    tile_end: Expr = _add(_v(jt), _c(jt_w)) if exact else _v(f"{cv}e")
+    body: list[Stmt] = [] if exact else [Decl(f"{cv}e", I64, _min(_add(_v(jt), _c(jt_w)), _c(n_out)), True,
+                                               origin=cols.origin)]
+    last_row = _minus1(rows.stop)
+    body += [Decl(f"{lv}_{q}", I64, _min(_add(_v(ib), _c(q)), last_row), True, origin=rows.origin) for q in range(nr)]
     for q in range(nr):
-        body += [_rename(s, rens[(q, None)]) for s in pre]
-    new_red = For(red.nodes, red.var, red.start, red.stop, red.step, [], None, red.role)
+        body += [rename(s, p.ren(q, None)) for s in pre]
+
     widen: list[Stmt] = []
+    red_body: list[Stmt] = []
     if scratch:
-        needed = _used_by(red, col_only)
-        col_ids = {id(x) for x in col_only}
+        assert k is not None
         for c in range(nc):
-            rc = rens[(None, c)]
+            rc = p.ren(None, c)
             if f16:
-                hit = contiguous_h2f(rc(col_only[0].expr), red.var)
+                hit = f16_run(col_only[0].init, red.var, fn)
                 assert hit is not None
-                buf = rc(col_only[-1].target) + "_w"
-                widen.append(Assign(red.nodes, buf, "", "float", array=red.stop))
-                widen.append(FunCall(red.nodes, "cl_h2f_n", [f"(const uint16_t *){hit[0]} + ({hit[1]})", buf, red.stop]))
+                buf = rc.get(col_only[-1].var, col_only[-1].var) + "_w"
+                widen.append(Decl(buf, F32, size=_c(k), origin=red.origin))
+                widen.append(replace(h2f_call(hit[0], rename_expr(hit[1], rc), buf, _c(k)), origin=red.origin))
                 continue
             # the column-only statements, plus those that depend on neither rows nor columns (a per-r
             # factor such as a vector the weight is multiplied by): they may read those
-            conv = For(red.nodes, red.var, red.start, red.stop, red.step,
-                       [_rename(x, rc) for x in red.body if id(x) in col_ids or _free(x, row_dep, col_dep)],
-                       "omp simd", "vector")
+            conv = [rename(x, rc) for x in red.body if id(x) in col_ids or _free(x, p)]
             for t in needed:
-                widen.append(Assign(red.nodes, rc(t) + "_w", "", "float", array=red.stop))
-                conv.body.append(Assign(red.nodes, rc(t) + "_w", rc(t), index=red.var))
-            widen.append(conv)
+                widen.append(Decl(rc[t] + "_w", F32, size=_c(k), origin=red.origin))
+                conv.append(Store(rc[t] + "_w", _v(red.var), _v(rc[t], F32), origin=red.origin))
+            widen.append(For(red.var, red.start, red.stop, red.step, tuple(conv), "vector", simd=True,
+                             origin=red.origin))
         for s in red.body:
             if id(s) not in col_ids:
-                new_red.body += dup(s)
-            elif s.target in needed:
-                new_red.body += [Assign(s.nodes, rens[(None, c)](s.target), f"{rens[(None, c)](s.target)}_w[{red.var}]",
-                                        s.ctype) for c in range(nc)]
+                red_body += p.dup(s, nr, nc)
+            elif isinstance(s, Decl) and s.var in needed:
+                red_body += [Decl(p.ren(None, c)[s.var], s.dtype, Load(p.ren(None, c)[s.var] + "_w", _v(red.var), F32),
+                                  s.const, origin=s.origin) for c in range(nc)]
     else:
         for s in red.body:
-            new_red.body += dup(s)
-    new_red.pragma = "omp simd reduction(+:" + ",".join(
-        rens[(q, c)](a) for a in _accs(red) for q in (range(nr) if a in row_dep else [None])
-        for c in (range(nc) if a in col_dep else [None])) + ")"
+            red_body += p.dup(s, nr, nc)
+    accs = tuple(p.ren(q, c).get(a, a) for a in red.reduction
+                 for q in (range(nr) if a in p.row_dep else [None])
+                 for c in (range(nc) if a in p.col_dep else [None]))
+    new_red = replace(red, body=tuple(red_body), reduction=accs)
     col_exact = exact and jt_w % nc == 0
-    new_cols = For(cols.nodes, jb, jt, tile_end, str(nc), [], None, cols.role)
-    new_cols.body = [Assign(cols.nodes, f"{cv}_c{c}", f"{jb} + {c}" if col_exact else
-                            f"cl_min64({jb} + {c}, {tile_end} - 1)", "const int64_t") for c in range(nc)]
+    last_col = _minus1(tile_end)
+    cbody: list[Stmt] = [Decl(f"{cv}_c{c}", I64, _add(_v(jb), _c(c)) if col_exact else _min(_add(_v(jb), _c(c)), last_col),
+                              True, origin=cols.origin) for c in range(nc)]
     for s in cols.body:
-        new_cols.body += [*widen, new_red] if s is red else dup(s)
-    body.append(new_cols)
-    row_loop = For(rows.nodes, ib, "0", rows.stop, str(nr), body, None, "loop")
-    cond = _parallel_cond(rows)
-    pragma = None if cond is None else f"omp parallel for collapse(2){f' if({cond})' if cond else ''} schedule(static)"
-    tiles = For(cols.nodes, jt, "0", str(n_out), str(jt_w), [row_loop], pragma, "tile")
-    original = copy.deepcopy(rows)
-    i = fn.body.index(rows)
-    fn.body[i] = If(rows.nodes, f"{rows.stop} >= {nr}", [tiles], [original])
-    return True
+        cbody += [*widen, new_red] if s is red else p.dup(s, nr, nc)
+    body.append(For(jb, _v(jt), tile_end, _c(nc), tuple(cbody), cols.role, origin=cols.origin))
+    row_loop = For(ib, _c(0), rows.stop, _c(nr), tuple(body), "loop", origin=rows.origin)
+    tiles = For(jt, _c(0), _c(n_out), _c(jt_w), (row_loop,), "tile", parallel=_parallel(rows), origin=cols.origin)
+    return If(Alu("ge", (rows.stop, _c(nr)), DType.bool), (tiles,), (rows,), origin=rows.origin)
 
 
-def _free(s: Stmt, row_dep: set[str], col_dep: set[str]) -> bool:
+def _free(s: Stmt, p: _Plan) -> bool:
     """A declaration in the reduction that depends on neither the rows nor the output features."""
-    return isinstance(s, Assign) and bool(s.ctype) and not s.array and s.target not in row_dep \
-        and s.target not in col_dep
+    return isinstance(s, Decl) and s.var not in p.row_dep and s.var not in p.col_dep
 
 
-def _h2f_chain(col_only: list[Assign], needed: list[str], var: str) -> bool:
-    """``x0 = cl_h2f(w[off + var]); x1 = (float)x0; ...`` with only the last value read by the reduction."""
-    if contiguous_h2f(col_only[0].expr, var) is None or needed != [col_only[-1].target]:
-        return False
-    return all(x.expr == f"((float)({p.target}))" for p, x in zip(col_only, col_only[1:]))
+# --------------------------------------------------------------------------------------- the pass
 
 
-def _used_by(red: For, col_only: list[Assign]) -> list[str]:
-    """Targets of ``col_only`` that the other statements of the reduction read."""
-    ids = {id(x) for x in col_only}
-    rest = [x.expr for x in red.body if isinstance(x, Assign) and id(x) not in ids]
-    rest += [x.index or "" for x in red.body if isinstance(x, Assign) and id(x) not in ids]
-    return [x.target for x in col_only if _mentions(rest, {x.target})]
+def rule_rowblock(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
+    o: RowBlockOptions = ctx.options.get("rowblock", RowBlockOptions())
+    nest = match(ctx.function, body, i)
+    if nest is None:
+        return None
+    return 1, [block_rows(nest, ctx.function, o)]
 
 
-def _accs(red: For) -> list[str]:
-    return (red.pragma or "")[len("omp simd reduction(+:"):-1].split(",")
+RULES = (("rowblock", rule_rowblock),)
+
+
+class RowBlock:
+    """Codegen pass: register + cache tiles for the prefill matmuls of ``ctx.artifacts['kernel_ir']``."""
+
+    name = "rowblock"
+    description = "prefill matmuls: rows x output-feature register tiles in L2-sized column tiles (seq >= rows)"
+
+    def __init__(self, options: RowBlockOptions | None = None, **kw: Any) -> None:
+        self.options = replace(options or RowBlockOptions(), **kw)
+
+    def run(self, graph: Graph, ctx: Any) -> Graph:
+        prog = ctx.artifacts.get("kernel_ir")
+        if prog is None:
+            raise CompileError("no kernel program in ctx.artifacts['kernel_ir']",
+                               hint="run the 'lower' pass before 'rowblock'")
+        if not self.options.enabled:
+            return graph
+        record: list = []
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"rowblock": self.options}, record,
+                                                 descend_into_new=False)
+        if ctx.rewrites is not None:
+            ctx.rewrites.extend(record)
+        ctx.artifacts.setdefault("loop_opts", {})["row_blocked"] = len(record)
+        return graph
+
+    def __repr__(self) -> str:
+        return f"<pass {self.name}: {self.options}>"

@@ -1,0 +1,195 @@
+"""Names in kernel-IR statements: what a statement reads, writes and declares, renaming, and the two
+load facts the dot-product passes decide by (element widths, contiguous float16 runs).
+
+Row blocking (:mod:`caten_lab.codegen.rowblock`) copies statements per row and per output feature
+and renames what each copy declares; the lane form (:mod:`caten_lab.codegen.lanes`) and row
+blocking both turn a run of float16 loads ``w[offset + r]`` into one ``cl_h2f_n`` conversion. All of
+it is read from the typed nodes: no C text is involved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from caten_lab.air.dtypes import DType
+from caten_lab.codegen.kir import (
+    Addr,
+    Alu,
+    Assign,
+    Call,
+    Check,
+    Const,
+    Decl,
+    Eval,
+    Expr,
+    For,
+    Function,
+    If,
+    Load,
+    Parallel,
+    Return,
+    Stmt,
+    Store,
+    Var,
+    While,
+)
+from caten_lab.codegen.kir_walk import exprs_of, map_expr, walk
+
+I64 = DType.int64
+
+
+def expr_names(e: Expr | Stmt) -> set[str]:
+    """Variables and buffers an expression (or a statement's own expressions) reads."""
+    out: set[str] = set()
+    for x in exprs_of(e):
+        if isinstance(x, Var):
+            out.add(x.name)
+        elif isinstance(x, Load | Addr):
+            out.add(x.buf)
+    return out
+
+
+def used_names(s: Stmt) -> set[str]:
+    """Every variable or buffer ``s`` (or a statement inside it) reads or assigns, and the
+    accumulators its loops reduce into."""
+    out: set[str] = set()
+    for x in walk((s,)):
+        out |= expr_names(x)
+        if isinstance(x, Assign):
+            out.add(x.var)
+        elif isinstance(x, Store):
+            out.add(x.buf)
+        elif isinstance(x, For):
+            out.update(x.reduction)
+    return out
+
+
+def declared_names(s: Stmt) -> set[str]:
+    """Names declared by ``s`` or anywhere inside it."""
+    return {x.var for x in walk((s,)) if isinstance(x, Decl)}
+
+
+def target(s: Stmt) -> str | None:
+    """The scalar a declaration or assignment writes (None for anything else)."""
+    return s.var if isinstance(s, Decl | Assign) else None
+
+
+# ---------------------------------------------------------------------------------------- renaming
+
+
+def rename_expr(e: Expr, names: Mapping[str, str]) -> Expr:
+    """``e`` with every variable and buffer in ``names`` renamed."""
+    if not names:
+        return e
+
+    def f(x: Expr) -> Expr | None:
+        if isinstance(x, Var) and x.name in names:
+            return replace(x, name=names[x.name])
+        if isinstance(x, Load | Addr) and x.buf in names:
+            return replace(x, buf=names[x.buf])
+        return None
+
+    return map_expr(e, f)
+
+
+def _check(c: Check | None, names: Mapping[str, str]) -> Check | None:
+    return None if c is None else Check(rename_expr(c.size, names), c.tag)
+
+
+def _opt(e: Expr | None, names: Mapping[str, str]) -> Expr | None:
+    return None if e is None else rename_expr(e, names)
+
+
+def rename(s: Stmt, names: Mapping[str, str]) -> Stmt:
+    """A copy of ``s`` with every name in ``names`` renamed: reads, assignments, declarations, loop
+    variables and reduction accumulators (origins are kept)."""
+    if not names:
+        return s
+    n = names.get
+    if isinstance(s, Decl):
+        return replace(s, var=n(s.var, s.var), init=_opt(s.init, names), size=_opt(s.size, names))
+    if isinstance(s, Assign):
+        return replace(s, var=n(s.var, s.var), value=rename_expr(s.value, names))
+    if isinstance(s, Store):
+        return replace(s, buf=n(s.buf, s.buf), index=rename_expr(s.index, names), value=rename_expr(s.value, names),
+                       check=_check(s.check, names))
+    if isinstance(s, For):
+        par = s.parallel if s.parallel is None else Parallel(s.parallel.collapse, _opt(s.parallel.cond, names))
+        return replace(s, var=n(s.var, s.var), start=rename_expr(s.start, names), stop=rename_expr(s.stop, names),
+                       step=rename_expr(s.step, names), body=tuple(rename(x, names) for x in s.body), parallel=par,
+                       reduction=tuple(n(a, a) for a in s.reduction))
+    if isinstance(s, If):
+        return replace(s, cond=rename_expr(s.cond, names), then=tuple(rename(x, names) for x in s.then),
+                       orelse=tuple(rename(x, names) for x in s.orelse))
+    if isinstance(s, While):
+        return replace(s, cond=rename_expr(s.cond, names), body=tuple(rename(x, names) for x in s.body))
+    if isinstance(s, Eval):
+        return replace(s, value=rename_expr(s.value, names))
+    if isinstance(s, Return):
+        return replace(s, value=_opt(s.value, names))
+    return s  # Break, Continue, Label, Goto, Comment: no names
+
+
+# ------------------------------------------------------------------------------------ load facts
+
+
+def param_bytes(fn: Function, e: Load) -> int | None:
+    """Element bytes of the pointer parameter ``e`` loads from (None for a local array)."""
+    p = fn.param(e.buf)
+    return p.dtype.itemsize if p is not None and p.pointer else None
+
+
+def load_widths(fn: Function, s: Stmt, nested: bool = True) -> list[int]:
+    """Element bytes of every parameter buffer read in ``s`` (and inside it when ``nested``)."""
+    out = []
+    for x in (walk((s,)) if nested else (s,)):
+        for e in exprs_of(x):
+            if isinstance(e, Load):
+                b = param_bytes(fn, e)
+                if b is not None:
+                    out.append(b)
+    return out
+
+
+def add_terms(e: Expr) -> list[Expr]:
+    """The terms of a (nested) integer sum."""
+    if isinstance(e, Alu) and e.op == "add" and len(e.args) == 2:
+        return add_terms(e.args[0]) + add_terms(e.args[1])
+    return [e]
+
+
+def sum_of(terms: list[Expr]) -> Expr:
+    """The left-nested sum of ``terms`` (0 when empty)."""
+    if not terms:
+        return Const(0, I64)
+    out = terms[0]
+    for t in terms[1:]:
+        out = Alu("add", (out, t), I64)
+    return out
+
+
+def f16_run(e: Expr | None, var: str, fn: Function) -> tuple[str, Expr] | None:
+    """``(buffer, offset)`` when ``e`` is exactly an unchecked load ``buffer[offset + var]`` of a float16
+    parameter, unit stride in ``var`` and ``offset`` free of it: a run of such loads over ``var`` can
+    be converted at once by ``cl_h2f_n`` (the hardware conversion)."""
+    if not isinstance(e, Load) or e.check is not None:
+        return None
+    p = fn.param(e.buf)
+    if p is None or not p.pointer or p.dtype != DType.float16:
+        return None
+    terms = add_terms(e.index)
+    hits = [i for i, t in enumerate(terms) if isinstance(t, Var) and t.name == var]
+    if len(hits) != 1:
+        return None
+    rest = terms[:hits[0]] + terms[hits[0] + 1:]
+    if any(var in expr_names(t) for t in rest):
+        return None
+    return e.buf, sum_of(rest)
+
+
+def h2f_call(buf: str, offset: Expr, dest: str, n: Expr) -> Eval:
+    """``cl_h2f_n(&buf[offset], dest, n)``: ``n`` float16 values from ``buf[offset...]`` into the float
+    array ``dest`` (see runtime.h)."""
+    args = (Addr(buf, offset, DType.float16), Var(dest, DType.float32), n)
+    return Eval(Call("cl_h2f_n", args, DType.float32))  # (void: typed by what it writes)
