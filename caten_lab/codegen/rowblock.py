@@ -39,10 +39,33 @@ from typing import Any
 
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
-from caten_lab.codegen.kir import Alu, Assign, Cast, Comment, Const, Decl, Expr, For, Function, If, Load, Parallel, \
-    Stmt, Store, Var
-from caten_lab.codegen.kir_names import declared_names, f16_run, h2f_call, load_widths, rename, rename_expr, \
-    target, used_names
+from caten_lab.codegen.kir import (
+    Alu,
+    Assign,
+    Cast,
+    Comment,
+    Const,
+    Decl,
+    Expr,
+    For,
+    Function,
+    If,
+    Load,
+    Parallel,
+    Stmt,
+    Store,
+    Var,
+)
+from caten_lab.codegen.kir_names import (
+    declared_names,
+    f16_run,
+    h2f_call,
+    load_widths,
+    rename,
+    rename_expr,
+    target,
+    used_names,
+)
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
 from caten_lab.codegen.kir_walk import int_value
 from caten_lab.errors import CompileError
