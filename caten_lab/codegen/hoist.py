@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from caten_lab.air.dtypes import DType
 from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE
 from caten_lab.air.symbolic import Dim, Expr
 from caten_lab.air.value import Value
-from caten_lab.codegen.loopir import Assign, For
+from caten_lab.codegen.kir import Const, Decl, For, Load, Store
 from caten_lab.passes.indexing import (
     contiguous_strides,
     flat_index,
@@ -28,9 +29,8 @@ from caten_lab.passes.indexing import (
     unravel,
 )
 
-HOIST_MAX = 16384  # largest reduction extent hoisted (a local array of that many elements per thread)
 HOIST_ROLE = "hoist"
-ENABLED = True  # switch off to measure what hoisting buys
+I64 = DType.int64
 
 
 def _plain_load(lw: Any, n: Node, coords: tuple, stage: str) -> bool:
@@ -81,11 +81,10 @@ def _candidates(lw: Any, v: str, coords: tuple, inner: str, stage: str, out: lis
 
 def hoist_reduce_operand(lw: Any, n: Node, inner_coords: tuple, stage_var: str, extent: Dim) -> int:
     """Precompute the output-independent parts of reduce ``n``'s operand (at ``inner_coords``, reducing
-    over ``stage_var`` in ``[0, extent)``) into local arrays; returns how many were hoisted."""
-    from caten_lab.codegen.lower import NAMES, ctype
-
+    over ``stage_var`` in ``[0, extent)``) into local arrays; returns how many were hoisted. ``lw`` is the
+    :class:`~caten_lab.codegen.lower.KernelLowerer` (its ``opts.hoist_max`` bounds the extent)."""
     inner = lw.inner_main
-    if not ENABLED or inner is None or not isinstance(extent, int) or not 1 < extent <= HOIST_MAX:
+    if inner is None or not isinstance(extent, int) or not 1 < extent <= lw.opts.hoist_max:
         return 0
     if not isinstance(n.reads[0], Value):
         return 0
@@ -119,11 +118,12 @@ def hoist_reduce_operand(lw: Any, n: Node, inner_coords: tuple, stage_var: str, 
         lw.bounds[hvar] = extent
         sub = {stage_var: loop_var(hvar)}
         coords_h = tuple(c.substitute(sub) if isinstance(c, Expr) else c for c in coords)
-        ct = ctype(node.dtype)
         x = lw.at(v, coords_h)
-        hb.stmts.append(Assign((node.id,), hname, x, index=NAMES[hvar]))
-        target.stmts.append(Assign((node.id,), hname, "", ct, array=str(extent)))
-        target.stmts.append(For((node.id,), NAMES[hvar], "0", str(extent), body=hb.stmts, role=HOIST_ROLE))
-        lw.memo[(v, coords)] = f"{hname}[{NAMES[stage_var]}]"
+        o = lw.origin(node.id)
+        hb.stmts.append(Store(hname, lw.var(hvar), x, origin=o))
+        target.stmts.append(Decl(hname, x.dtype, size=Const(extent, I64), origin=o))
+        target.stmts.append(For(lw.names[hvar], Const(0, I64), Const(extent, I64), Const(1, I64), tuple(hb.stmts),
+                                role=HOIST_ROLE, origin=o))
+        lw.memo[(v, coords)] = Load(hname, lw.var(stage_var), x.dtype, origin=o)
         done += 1
     return done

@@ -30,8 +30,8 @@ def test_softmax_is_one_kernel() -> None:
     g.mark_output(softmax(g, inp(g, "x", (6, 33))))
     prog = compiled_equal(g, rand_inputs(g))
     assert len(prog.schedule.kernels) == 1
-    fn = prog.loop_ir.functions[0]
-    assert "stage" in prog.loop_ir.text()  # max and sum run as stages inside the row loop
+    fn = prog.kernel_ir.functions[0]
+    assert "stage" in prog.kernel_ir.text()  # max and sum run as stages inside the row loop
     assert len(fn.params) == 4  # out, x, sym, err: no intermediate buffers
 
 
@@ -86,7 +86,7 @@ def test_repeated_blocks_hit_the_schedule_cache() -> None:
     sched = prog.schedule
     assert len(sched.kernels) >= 12
     assert sched.unique_kernels() <= 4  # first/last blocks may differ at the edges only
-    assert len(prog.loop_ir.functions) == sched.unique_kernels()
+    assert len(prog.kernel_ir.functions) == sched.unique_kernels()
     assert len(re.findall(r"^CL_KERNEL_LINKAGE __attribute__\(\(noinline\)\) void kern.*{$", prog.c_source, re.M)) == sched.unique_kernels()
 
 
@@ -168,7 +168,7 @@ def test_matvec_is_tiled_and_vectorized() -> None:
     g = Graph()
     g.mark_output(linear(g, inp(g, "x", (1, 256)), inp(g, "w", (256, 512)), inp(g, "b", (512,))))
     prog = compiled_equal(g, rand_inputs(g))
-    text = prog.loop_ir.text()
+    text = prog.kernel_ir.text()
     assert "[tile]" in text and "[vector]" in text
     tc_flags = list(prog.flags)
     src = config().cache_dir / "vec_probe.c"
