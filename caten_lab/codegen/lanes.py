@@ -30,7 +30,7 @@ A float16 load ``w[off + r]`` (unit stride in ``r``; recognized on the typed Loa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from caten_lab.air.dtypes import DType
@@ -184,18 +184,19 @@ class Lanes:
     name = "lanes"
     description = "short / low-bit dot products: partial sums per vector lane, float16 rows converted per block"
 
-    def __init__(self, options: LaneOptions | None = None, **kw: Any) -> None:
-        self.options = replace(options or LaneOptions(), **kw)
+    def __init__(self, config: LaneOptions | None = None, **kw: Any) -> None:
+        self.config = replace(config or LaneOptions(), **kw)
+        self.options: dict[str, Any] = asdict(self.config)  # what the compile cache keys on
 
     def run(self, graph: Graph, ctx: Any) -> Graph:
         prog = ctx.artifacts.get("kernel_ir")
         if prog is None:
             raise CompileError("no kernel program in ctx.artifacts['kernel_ir']",
                                hint="run the 'lower' pass before 'lanes'")
-        if not self.options.enabled:
+        if not self.config.enabled:
             return graph
         record: list = []
-        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"lanes": self.options}, record,
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"lanes": self.config}, record,
                                                  descend_into_new=False)
         if ctx.rewrites is not None:
             ctx.rewrites.extend(record)
@@ -203,4 +204,4 @@ class Lanes:
         return graph
 
     def __repr__(self) -> str:
-        return f"<pass {self.name}: {self.options}>"
+        return f"<pass {self.name}: {self.config}>"

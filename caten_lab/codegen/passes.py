@@ -1,5 +1,5 @@
 """The codegen passes of the default pipeline: lower (kernels -> kernel IR), the loop passes over the
-kernel IR (simd, parallel, unroll, unnest_parallel), render (-> C).
+kernel IR (simd, parallel, unroll, rowblock, lanes, unnest_parallel), render (-> C).
 
 Each reads ``ctx.artifacts['kernel_ir']`` (a :class:`~caten_lab.codegen.kir.Program`) and writes the
 new program back; the graph is left untouched. Loop passes are rule tables applied by
@@ -15,11 +15,13 @@ from typing import Any
 from caten_lab.air.graph import Graph
 from caten_lab.codegen.kir import Program
 from caten_lab.codegen.kir_rewrite import apply_rules
+from caten_lab.codegen.lanes import Lanes
 from caten_lab.codegen.loop_opts import SIMD_RULES, UNROLL_MAX, UNROLL_RULES
 from caten_lab.codegen.lower import LowerOptions
 from caten_lab.codegen.lower_program import build_program, kernel_nodes
 from caten_lab.codegen.parallel import PARALLEL_RULES, PARALLEL_WORK, UNNEST_RULES
 from caten_lab.codegen.render import render_program
+from caten_lab.codegen.rowblock import RowBlock
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.memory_plan import PlanMemory
@@ -123,8 +125,8 @@ class RenderC:
 
 
 def codegen_passes() -> list:
-    return [ScheduleKernels(), LowerKernels(), SimdLoops(), ParallelLoops(), UnrollLoops(), UnnestParallel(),
-            PlanMemory(), RenderC()]
+    return [ScheduleKernels(), LowerKernels(), SimdLoops(), ParallelLoops(), UnrollLoops(), RowBlock(), Lanes(),
+            UnnestParallel(), PlanMemory(), RenderC()]
 
 
 def pipeline_options(passes: list) -> tuple:

@@ -34,7 +34,7 @@ Options (:class:`RowBlockOptions`) are arguments of the pass; leave the pass out
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from caten_lab.air.dtypes import DType
@@ -397,18 +397,19 @@ class RowBlock:
     name = "rowblock"
     description = "prefill matmuls: rows x output-feature register tiles in L2-sized column tiles (seq >= rows)"
 
-    def __init__(self, options: RowBlockOptions | None = None, **kw: Any) -> None:
-        self.options = replace(options or RowBlockOptions(), **kw)
+    def __init__(self, config: RowBlockOptions | None = None, **kw: Any) -> None:
+        self.config = replace(config or RowBlockOptions(), **kw)
+        self.options: dict[str, Any] = asdict(self.config)  # what the compile cache keys on
 
     def run(self, graph: Graph, ctx: Any) -> Graph:
         prog = ctx.artifacts.get("kernel_ir")
         if prog is None:
             raise CompileError("no kernel program in ctx.artifacts['kernel_ir']",
                                hint="run the 'lower' pass before 'rowblock'")
-        if not self.options.enabled:
+        if not self.config.enabled:
             return graph
         record: list = []
-        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"rowblock": self.options}, record,
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"rowblock": self.config}, record,
                                                  descend_into_new=False)
         if ctx.rewrites is not None:
             ctx.rewrites.extend(record)
@@ -416,4 +417,4 @@ class RowBlock:
         return graph
 
     def __repr__(self) -> str:
-        return f"<pass {self.name}: {self.options}>"
+        return f"<pass {self.name}: {self.config}>"

@@ -68,10 +68,12 @@ static inline float cl_h2f(uint16_t h) {
 }
 /* n contiguous float16 patterns -> float: the hardware conversion (vcvtph2ps: exact, equal to cl_h2f
    except that a signalling NaN comes out quiet) where the target has it, cl_h2f otherwise. Builtins,
-   not <immintrin.h>, which would add ~130 ms to every compile. */
+   not <immintrin.h>, which would add ~130 ms to every compile. The source is any pointer to the half
+   values (a _Float16 buffer: the kernel IR passes &w[offset]). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
-static inline void cl_h2f_n(const uint16_t *restrict s, float *restrict d, int64_t n) {
+static inline void cl_h2f_n(const void *restrict src, float *restrict d, int64_t n) {
+  const cl_u16a *restrict s = (const cl_u16a *)src;
   int64_t i = 0;
 #if defined(__AVX512F__)
   typedef short cl_v16hi __attribute__((vector_size(32), aligned(2)));
