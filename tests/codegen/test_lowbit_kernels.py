@@ -1,24 +1,39 @@
 """Low-bit (fp16, int8) matvec/matmul kernels: the lane-split dot product (:mod:`caten_lab.codegen.lanes`)
 and the widened int8 weight buffer of the tiled prefill (:mod:`caten_lab.codegen.rowblock`), checked
 against the NumPy interpreter for short and long rows, decode and prefill row counts (fixed and
-symbolic), and every float16 bit pattern."""
+symbolic), and every float16 bit pattern. What the passes built is read from the kernel IR."""
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pytest
 
-import caten_lab.codegen.lanes as lanes
+import caten_lab.codegen.kir as kir
+from caten_lab.codegen.kir_names import expr_names
+from caten_lab.codegen.kir_walk import const, walk
+from caten_lab.codegen.lanes import LaneOptions, Lanes
 from caten_lab.compiler import compile as compile_graph
+from caten_lab.compiler import default_pipeline
 from caten_lab.config import settings
 from caten_lab.frontend import Sym, Tensor, build_graph, placeholder
 from caten_lab.models.quantize import apply_weight_format
 
 N = 37
 SEQS = (1, 2, 5, 8, 9, 17, 40)
-_LANES = re.compile(r"float (acc\d+)_l\[(\d+)\];")
+
+
+def _stmts(prog) -> list:
+    return [s for f in prog.artifacts["kernel_ir"].functions for s in walk(f.body)]
+
+
+def _lane_arrays(prog) -> list[int]:
+    """Lane counts of the lane-split reductions (their ``acc_l[L]`` partial-sum arrays)."""
+    return [s.size.value for s in _stmts(prog) if isinstance(s, kir.Decl) and s.size is not None
+            and s.var.startswith("acc") and s.var.endswith("_l")]
+
+
+def _h2f_calls(prog) -> list[kir.Call]:
+    return [s.value for s in _stmts(prog) if isinstance(s, kir.Eval) and s.value.fn == "cl_h2f_n"]
 
 
 def _graph(fmt: str, k: int, n: int, seq, norm: bool):
@@ -56,16 +71,20 @@ def test_lowbit_matmul_equals_interpreter(fmt, k):
     with settings(threads=2):
         prog = compile_graph(graph, backend="c")
     ref = compile_graph(graph, backend="numpy")
-    src = prog.c_source
-    if k >= lanes.MIN_LANES:  # the decode branch reduces in lanes: 64 bytes of the weight type
+    if k >= LaneOptions().min_lanes:  # the decode branch reduces in lanes: 64 bytes of the weight type
         want_lanes = min(64 // {"fp16": 2, "int8": 1}[fmt], 1 << (k.bit_length() - 1))
-        assert any(int(m.group(2)) == max(16, want_lanes) for m in _LANES.finditer(src)), "lane split missing"
+        assert max(16, want_lanes) in _lane_arrays(prog), "lane split missing"
     # the tiled prefill widens each column's weights once into a float buffer (float16: by cl_h2f_n)
-    assert re.search(r"float x\d+_c1_w\[" + str(k) + r"\];", src), "widened weight buffer missing"
-    if fmt == "fp16":
-        assert re.search(r"cl_h2f_n\(\(const uint16_t \*\)p\d+ \+ \(" + str(k) + r"\*l\d+_c1\), x\d+_c1_w, " + str(k), src)
+    bufs = [s for s in _stmts(prog) if isinstance(s, kir.Decl) and s.var.endswith("_c1_w")]
+    assert bufs and all(b.size == const(k) for b in bufs), "widened weight buffer missing"
+    if fmt == "fp16":  # cl_h2f_n(&w[k * j_c1], x_c1_w, k): column 1's row, converted once per register tile
+        calls = _h2f_calls(prog)
+        col = [c for c in calls if c.args[1].name.endswith("_c1_w")]
+        assert col and col[0].args[2] == const(k) and any(n.endswith("_c1") for n in expr_names(col[0].args[0]))
         if k >= 32:  # and the decode branch converts each lane block with it
-            assert re.search(r"cl_h2f_n\([^;]*_b, x\d+_h, 32\);", src), "lane-block conversion missing"
+            blocks = [c for c in calls if c.args[1].name.endswith("_h")]
+            assert blocks and blocks[0].args[2] == const(32), "lane-block conversion missing"
+            assert any(n.endswith("_b") for n in expr_names(blocks[0].args[0]))
     w = np.abs(_weights(arrays, fmt))
     rng = np.random.default_rng(k)
     for seq in SEQS:
@@ -102,7 +121,7 @@ def test_float16_weights_every_bit_pattern(k):
     with settings(threads=2):
         prog = compile_graph(graph, backend="c")
     ref = compile_graph(graph, backend="numpy")
-    assert _LANES.search(prog.c_source)
+    assert _lane_arrays(prog)
     w = arrays["lin.weight.fp16"].astype(np.float64)
     w = np.where(np.isfinite(w), np.abs(w), 0.0)
     rng = np.random.default_rng(5)
@@ -114,10 +133,20 @@ def test_float16_weights_every_bit_pattern(k):
         _close(got, want, np.abs(x.astype(np.float64)) @ w.T, f"k={k} seq={seq}")
 
 
-def test_lane_split_can_be_switched_off(monkeypatch):
-    monkeypatch.setattr(lanes, "ENABLED", False)
-    graph, _ = _graph("int8", 64, N, 1, norm=False)
-    assert not _LANES.search(compile_graph(graph, backend="c", force=True).c_source)
+def test_lane_split_can_be_switched_off():
+    graph, arrays = _graph("int8", 64, N, 1, norm=False)
+    off, removed = default_pipeline(), default_pipeline()
+    off.replace("lanes", Lanes(enabled=False))
+    removed.remove("lanes")
+    split = compile_graph(graph, backend="c")
+    assert _lane_arrays(split) == [64]
+    plain = compile_graph(graph, backend="c", pipeline=off)
+    assert not _lane_arrays(plain) and not _lane_arrays(compile_graph(graph, backend="c", pipeline=removed))
+    x = np.random.default_rng(4).standard_normal((1, 64)).astype(np.float32)
+    want = compile_graph(graph, backend="numpy")({**arrays, "x": x})[0]
+    for prog in (split, plain):
+        _close(prog({**arrays, "x": x})[0], want, np.abs(x.astype(np.float64)) @ np.abs(_weights(arrays, "int8")).T,
+               "int8 matvec")
 
 
 def test_float16_widening_is_exact():

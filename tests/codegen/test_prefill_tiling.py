@@ -1,21 +1,22 @@
 """Prefill matmul tiling (rows x output features per register tile, column tiles per cache tile;
 :mod:`caten_lab.codegen.rowblock`), checked against the NumPy interpreter at row counts around the
-tile sizes, with K and N that are not multiples of anything, for every weight format."""
+tile sizes, with K and N that are not multiples of anything, for every weight format. What the pass
+built is read from the kernel IR (``program.artifacts['kernel_ir']``), not from the C text."""
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pytest
 
-import caten_lab.codegen.rowblock as rowblock
+import caten_lab.codegen.kir as k
+from caten_lab.codegen.kir_walk import const, var, walk
+from caten_lab.codegen.rowblock import RowBlock, RowBlockOptions, register_tile, register_tile_for
 from caten_lab.compiler import compile as compile_graph
+from caten_lab.compiler import default_pipeline
 from caten_lab.config import settings
 from caten_lab.frontend import Sym, Tensor, build_graph, placeholder
 from caten_lab.models.quantize import apply_weight_format
 
-_TILED = re.compile(r"collapse\(2\)[^\n]*\n\s*for \(int64_t (\w+)t = 0; \1t < 45; ")
 K, N = 37, 45  # odd: no multiple of the vector width, the register tile or the cache tile
 SEQS = (1, 3, 4, 5, 7, 8, 9, 17, 128)
 
@@ -36,21 +37,39 @@ def _graph(fmt: str, norm: bool):
     return apply_weight_format(graph, dict(arrays), ["lin.weight"], fmt)
 
 
+def _tiled(prog) -> list[k.If]:
+    """The row-blocked nests of a compiled program: ``IF seq >= rows`` over a column-tile loop."""
+    out = []
+    for f in prog.artifacts["kernel_ir"].functions:
+        for s in f.body:
+            if isinstance(s, k.If) and s.then and isinstance(s.then[0], k.For) and s.then[0].role == "tile":
+                out.append(s)
+    return out
+
+
+def _pipeline(**options):
+    pm = default_pipeline()
+    pm.replace("rowblock", RowBlock(**options))
+    return pm
+
+
 @pytest.mark.parametrize("norm", [False, True])
 @pytest.mark.parametrize("fmt", ["fp32", "fp16", "int8"])
 @pytest.mark.parametrize("tile_bytes", [None, 1, 8 * K * 4])
-def test_tiled_matmul_equals_interpreter(fmt, norm, tile_bytes, monkeypatch):
-    if tile_bytes is not None:  # small column tiles: several tiles, a ragged last one, clamped columns
-        monkeypatch.setattr(rowblock, "TILE_BYTES", tile_bytes)
+def test_tiled_matmul_equals_interpreter(fmt, norm, tile_bytes):
+    # small column tiles: several tiles, a ragged last one, clamped columns
+    o = RowBlockOptions() if tile_bytes is None else RowBlockOptions(tile_bytes=tile_bytes)
     graph, arrays = _graph(fmt, norm)
     with settings(threads=2):
-        prog = compile_graph(graph, backend="c")
+        prog = compile_graph(graph, backend="c", pipeline=None if tile_bytes is None else _pipeline(tile_bytes=tile_bytes))
     ref = compile_graph(graph, backend="numpy")
-    nr, nc = rowblock.register_tile({"fp32": 4, "fp16": 2, "int8": 1}[fmt], str(K))
-    src = prog.c_source
-    assert f"S_seq >= {nr}" in src and _TILED.search(src)  # the tiled path is there
-    if nc > 1:
-        assert "_0c1" in src  # an accumulator per (row, output feature) pair
+    nr, nc = register_tile({"fp32": 4, "fp16": 2, "int8": 1}[fmt], K, o)
+    (nest,) = _tiled(prog)  # the tiled path is there, in parallel over (column tile, row block) pairs
+    tiles = nest.then[0]
+    assert nest.cond == k.Alu("ge", (var("S_seq"), const(nr)), nest.cond.dtype)
+    assert tiles.stop == const(N) and tiles.parallel is not None and tiles.parallel.collapse == 2
+    red = [s for s in walk(tiles.body) if isinstance(s, k.For) and s.reduction]
+    assert len(red) == 1 and len(red[0].reduction) == nr * nc  # an accumulator per (row, output feature) pair
     rng = np.random.default_rng(1)
     for seq in SEQS:
         x = rng.standard_normal((seq, K)).astype(np.float32)
@@ -60,14 +79,34 @@ def test_tiled_matmul_equals_interpreter(fmt, norm, tile_bytes, monkeypatch):
 
 
 def test_register_tile_fits_the_accumulator_registers():
+    o = RowBlockOptions()
     for wbytes in (1, 2, 4):
-        nr, nc = rowblock._register_tile(wbytes)
-        assert nr * nc * (4 // wbytes) <= rowblock.ACC_REGS and nr >= 4
+        nr, nc = register_tile_for(wbytes, o)
+        assert nr * nc * (4 // wbytes) <= o.acc_regs and nr >= 4
 
 
-def test_one_thread_tiles_without_a_pragma():
+def test_one_thread_tiles_without_parallel_loops():
     graph, _ = _graph("fp32", True)
     with settings(threads=1):
-        src = compile_graph(graph, backend="c").c_source
-    assert "omp parallel" not in src
-    assert f"S_seq >= {rowblock.ROWS}" in src and re.search(r"for \(int64_t (\w+)t = 0; \1t < 45; ", src)
+        prog = compile_graph(graph, backend="c")
+    loops = [s for f in prog.artifacts["kernel_ir"].functions for s in walk(f.body) if isinstance(s, k.For)]
+    assert loops and all(s.parallel is None for s in loops) and "omp parallel" not in prog.c_source
+    (nest,) = _tiled(prog)
+    assert nest.cond.args[1] == const(RowBlockOptions().rows) and nest.then[0].stop == const(N)
+
+
+def test_rowblock_removed_or_disabled_keeps_the_results():
+    """The pass is removable (or ``enabled=False``): the untiled program gives the same numbers."""
+    graph, arrays = _graph("fp32", True)
+    pm = default_pipeline()
+    pm.remove("rowblock")
+    with settings(threads=2):
+        tiled = compile_graph(graph, backend="c")
+        plain = compile_graph(graph, backend="c", pipeline=pm)
+        off = compile_graph(graph, backend="c", pipeline=_pipeline(enabled=False))
+    assert _tiled(tiled) and not _tiled(plain) and not _tiled(off)
+    assert plain.artifacts["kernel_ir"] == off.artifacts["kernel_ir"]
+    x = np.random.default_rng(2).standard_normal((20, K)).astype(np.float32)
+    a = tiled({**arrays, "x": x}, {"seq": 20})[0]
+    b = plain({**arrays, "x": x}, {"seq": 20})[0]
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
