@@ -1,0 +1,63 @@
+"""The ``rowblock`` and ``lanes`` passes in a traced compile of one GPT-2 small block (real dimensions:
+768 features, 50,257-token lm_head): each changes the kernel program, its recorded rewrites replay
+from the program before the pass to the one after, and the validator accepts every step."""
+
+from __future__ import annotations
+
+import pytest
+
+import caten_lab.codegen.kir as k
+from caten_lab.codegen.kir_check import validate
+from caten_lab.codegen.kir_rewrite import KRewrite, replay
+from caten_lab.codegen.kir_walk import const, walk
+from caten_lab.compiler import default_pipeline, lower_to_c
+from caten_lab.models.quantize import format_graph
+from caten_lab.nn.gpt2 import GPT2, GPT2Config
+from caten_lab.passes.base import FunctionPass
+
+
+def _graph(fmt: str):
+    dec = GPT2(GPT2Config(n_layer=1, n_ctx=1024)).decoder_graph(bind=False, last_only=True)
+    weights = [n.attrs.name for n in dec.graph.inputs()
+               if len(n.shape) == 2 and n.attrs.name.endswith(".weight") and "wpe" not in n.attrs.name]
+    return format_graph(dec.graph, weights, fmt)
+
+
+def _snapshot(tag: str, into: dict) -> FunctionPass:
+    def grab(graph, ctx):
+        into[tag] = ctx.artifacts["kernel_ir"]
+
+    return FunctionPass(f"snap_{tag}", "keep the kernel program", grab)
+
+
+@pytest.mark.parametrize("fmt,blocked,laned", [("fp32", 4, 1), ("fp16", 4, 6), ("int8", 4, 6)])
+def test_gpt2_block_rowblock_and_lanes_change_the_program_and_replay(fmt, blocked, laned):
+    snaps: dict = {}
+    pm = default_pipeline()
+    pm.insert("rowblock", _snapshot("before", snaps), before=True)
+    pm.insert("rowblock", _snapshot("rowblock", snaps))
+    pm.insert("lanes", _snapshot("lanes", snaps))
+    res = lower_to_c(_graph(fmt), threads=2, trace=True, pipeline=pm)
+    recs = {r.name: r for r in res.trace.records}
+    rb, ln = recs["rowblock"], recs["lanes"]
+    assert rb.changed and ln.changed
+    assert all(isinstance(r, KRewrite) for r in rb.rewrites + ln.rewrites)
+    assert [r.rule for r in rb.rewrites] == ["rowblock"] * blocked
+    assert [r.rule for r in ln.rewrites] == ["lanes"] * laned
+    before, mid, after = snaps["before"], snaps["rowblock"], snaps["lanes"]
+    assert before != mid != after
+    for i in range(len(rb.rewrites) + 1):  # every step of the pass rebuilds and validates
+        validate(replay(before, rb.rewrites[:i]))
+    assert replay(before, rb.rewrites) == mid and replay(mid, ln.rewrites) == after
+    validate(after)
+    # rowblock: the prefill matmuls (symbolic row count), each now IF seq >= rows THEN tiles ELSE the nest
+    for rw in rb.rewrites:
+        (new,) = rw.after
+        assert isinstance(new, k.If) and new.then[0].role == "tile" and new.orelse == rw.before
+    # lanes: low-bit weights split the lm_head's dot products (50,257 outputs of 768); float32 only the
+    # short rows of attention (64 per head); float16 rows are converted per lane block by cl_h2f_n
+    head = [rw for rw in ln.rewrites if any(isinstance(s, k.For) and s.stop == const(50257)
+                                             for s in walk(tuple(mid.function(rw.function).body)))]
+    assert bool(head) == (fmt != "fp32")
+    convs = [s for rw in ln.rewrites for s in walk(rw.after) if isinstance(s, k.Eval) and s.value.fn == "cl_h2f_n"]
+    assert bool(convs) == (fmt == "fp16")
