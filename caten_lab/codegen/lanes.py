@@ -39,6 +39,7 @@ from caten_lab.codegen.kir import Alu, Assign, Const, Decl, Expr, For, Function,
 from caten_lab.codegen.kir_names import expr_names, f16_run, h2f_call, load_widths, used_names
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
 from caten_lab.codegen.kir_walk import int_value, walk
+from caten_lab.codegen.pass_options import check_options, options_from
 from caten_lab.errors import CompileError
 
 I64, F32 = DType.int64, DType.float32
@@ -54,11 +55,7 @@ class LaneOptions:
     short_k: int = 256  # float32 rows up to this constant length use lanes too
 
     def __post_init__(self) -> None:
-        for name in ("vector_bytes", "min_lanes", "short_k"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise CompileError(f"LaneOptions.{name} must be a positive int, got {v!r}",
-                                   hint="e.g. Lanes(vector_bytes=64, min_lanes=16, short_k=256)")
+        check_options(self)
 
 
 def lane_count(k: int | None, narrow: int, o: LaneOptions) -> int:
@@ -185,7 +182,7 @@ class Lanes:
     description = "short / low-bit dot products: partial sums per vector lane, float16 rows converted per block"
 
     def __init__(self, config: LaneOptions | None = None, **kw: Any) -> None:
-        self.config = replace(config or LaneOptions(), **kw)
+        self.config = options_from(LaneOptions, config, kw, self.name)
         self.options: dict[str, Any] = asdict(self.config)  # what the compile cache keys on
 
     def run(self, graph: Graph, ctx: Any) -> Graph:

@@ -68,6 +68,7 @@ from caten_lab.codegen.kir_names import (
 )
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
 from caten_lab.codegen.kir_walk import int_value
+from caten_lab.codegen.pass_options import check_options, options_from
 from caten_lab.errors import CompileError
 
 I64, F32 = DType.int64, DType.float32
@@ -90,11 +91,7 @@ class RowBlockOptions:
     scratch_max: int = 4096  # longest reduction (K) widened into a stack buffer (16 KB per column)
 
     def __post_init__(self) -> None:
-        for name in ("rows", "cols", "acc_regs", "tile_bytes", "tile_max", "scratch_max"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise CompileError(f"RowBlockOptions.{name} must be a positive int, got {v!r}",
-                                   hint="e.g. RowBlock(rows=8, cols=2, tile_bytes=384 * 1024)")
+        check_options(self)
 
 
 # ------------------------------------------------------------------------------------ tile sizes
@@ -398,7 +395,7 @@ class RowBlock:
     description = "prefill matmuls: rows x output-feature register tiles in L2-sized column tiles (seq >= rows)"
 
     def __init__(self, config: RowBlockOptions | None = None, **kw: Any) -> None:
-        self.config = replace(config or RowBlockOptions(), **kw)
+        self.config = options_from(RowBlockOptions, config, kw, self.name)
         self.options: dict[str, Any] = asdict(self.config)  # what the compile cache keys on
 
     def run(self, graph: Graph, ctx: Any) -> Graph:
