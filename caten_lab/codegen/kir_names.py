@@ -70,6 +70,19 @@ def declared_names(s: Stmt) -> set[str]:
     return {x.var for x in walk((s,)) if isinstance(x, Decl)}
 
 
+def bound_names(s: Stmt) -> set[str]:
+    """Names declared or bound as loop variables by ``s`` or anywhere inside it."""
+    return {x.var for x in walk((s,)) if isinstance(x, Decl | For)}
+
+
+def names_in(fn: Function) -> set[str]:
+    """Every name a function binds, reads or writes (its parameters included)."""
+    out = {p.name for p in fn.params}
+    for s in fn.body:
+        out |= bound_names(s) | used_names(s)
+    return out
+
+
 def target(s: Stmt) -> str | None:
     """The scalar a declaration or assignment writes (None for anything else)."""
     return s.var if isinstance(s, Decl | Assign) else None

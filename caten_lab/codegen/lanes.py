@@ -11,9 +11,9 @@ the dot product itself: an int8 matvec ran 3-5x slower than fp32.
 Here such a loop becomes
 
     float acc_l[L] = 0                                     # L partial sums (4 zmm with AVX-512)
-    FOR rb in [0, K - (L-1)) step L                        # full lane blocks
-      (float16 rows: cl_h2f_n(&w[off + rb], x_h, L))       # one hardware conversion per block
-      FOR l in [0, L) [simd]: r = rb + l; acc_l[l] += f(r) # lane-wise: no cross-iteration reduction
+    FOR acc_b in [0, K - (L-1)) step L                     # full lane blocks
+      (float16 rows: cl_h2f_n(&w[off + acc_b], x_h, L))    # one hardware conversion per block
+      FOR acc_i in [0, L) [simd]: r = acc_b + acc_i; acc_l[acc_i] += f(r)   # lane-wise: no carried sum
     FOR r in [K - K % L, K): acc += f(r)                   # tail, in order
     acc += pairwise sum of acc_l (L/2, L/4, ... 1: vector adds, then a few scalar ones)
 
@@ -36,7 +36,7 @@ from typing import Any
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.codegen.kir import Alu, Assign, Const, Decl, Expr, For, Function, Load, Stmt, Store, Var
-from caten_lab.codegen.kir_names import expr_names, f16_run, h2f_call, load_widths, used_names
+from caten_lab.codegen.kir_names import expr_names, f16_run, h2f_call, load_widths, names_in, used_names
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
 from caten_lab.codegen.kir_walk import int_value, walk
 from caten_lab.codegen.pass_options import check_options, options_from
@@ -107,11 +107,16 @@ def match(loop: Stmt, fn: Function, o: LaneOptions) -> tuple[Assign, DType, int]
     return up, ct, lanes
 
 
-def split_lanes(loop: For, up: Assign, ct: DType, lanes: int, fn: Function) -> list[Stmt]:
-    """The lane form of reduction ``loop`` (accumulator update ``up``)."""
+def split_lanes(loop: For, up: Assign, ct: DType, lanes: int, fn: Function) -> list[Stmt] | None:
+    """The lane form of reduction ``loop`` (accumulator update ``up``); None when a name it would invent
+    is already used in the function."""
     v, k, org = loop.var, loop.stop, loop.origin
     acc = up.var
-    arr, lane, blk = f"{acc}_l", f"{v}_l", f"{v}_b"
+    arr, lane, blk = f"{acc}_l", f"{acc}_i", f"{acc}_b"  # unique per accumulator (copies of a loop in
+    # row blocks have renamed accumulators), so the check below only declines a real clash
+    taken = names_in(fn)
+    if {arr, lane, blk} & taken or any(f"{s.var}_h" in taken for s in loop.body if isinstance(s, Decl)):
+        return None
     L = Const(lanes, I64)
     at = Var(lane, I64)
 
@@ -169,7 +174,8 @@ def rule_lanes(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, l
     if m is None:
         return None
     assert isinstance(loop, For)
-    return 1, split_lanes(loop, *m, ctx.function)
+    new = split_lanes(loop, *m, ctx.function)
+    return None if new is None else (1, new)
 
 
 RULES = (("lanes", rule_lanes),)

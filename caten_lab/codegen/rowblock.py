@@ -61,6 +61,7 @@ from caten_lab.codegen.kir_names import (
     f16_run,
     h2f_call,
     load_widths,
+    names_in,
     rename,
     rename_expr,
     target,
@@ -277,8 +278,9 @@ def _h2f_chain(col_only: list[Decl], needed: list[str], var: str, fn: Function) 
     return all(x.init == Cast(Var(prev.var, prev.dtype), F32) for prev, x in zip(col_only, col_only[1:]))
 
 
-def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If:
-    """The tiled nest (with the original as the ``seq < rows`` branch)."""
+def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If | None:
+    """The tiled nest (with the original as the ``seq < rows`` branch); None when a name it would
+    invent (a copy's suffixed name, a tile variable) is already used in the function."""
     rows, cols, red = nest.rows, nest.cols, nest.red
     lv, cv = rows.var, cols.var
     pre = rows.body[:-1]
@@ -315,6 +317,12 @@ def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If:
     jt_w = tile_width(n_out, k, wbytes, nc, o)
     exact = n_out % jt_w == 0
     ib, jt, jb = f"{lv}b", f"{cv}t", f"{cv}b"
+    invented = {ib, jt, jb, f"{cv}e", *(f"{cv}_c{c}" for c in range(nc))}
+    for m in p.names.values():
+        invented.update(m.values())
+    invented.update(f"{n}_w" for m in p.names.values() for n in m.values())
+    if invented & names_in(fn):
+        return None
     tile_end: Expr = _add(_v(jt), _c(jt_w)) if exact else _v(f"{cv}e")
     body: list[Stmt] = [] if exact else [Decl(f"{cv}e", I64, _min(_add(_v(jt), _c(jt_w)), _c(n_out)), True,
                                                origin=cols.origin)]
@@ -382,7 +390,8 @@ def rule_rowblock(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int
     nest = match(ctx.function, body, i)
     if nest is None:
         return None
-    return 1, [block_rows(nest, ctx.function, o)]
+    new = block_rows(nest, ctx.function, o)
+    return None if new is None else (1, [new])
 
 
 RULES = (("rowblock", rule_rowblock),)

@@ -208,7 +208,7 @@ def test_lanes_split_and_equal_numpy(fmt, K, lanes, tmp_path):
     convs = [s.value for s in walk(out.functions[0].body) if isinstance(s, k.Eval)]
     if fmt == "fp16":  # each lane block of the float16 row converted by one cl_h2f_n
         assert [c.fn for c in convs] == ["cl_h2f_n"]
-        assert convs[0].args[0] == k.Addr("p2", alu("add", alu("mul", const(K), var("j")), var("r_b")), H)
+        assert convs[0].args[0] == k.Addr("p2", alu("add", alu("mul", const(K), var("j")), var("acc_b")), H)
     tails = [s for s in walk(out.functions[0].body) if isinstance(s, k.For) and s.var == "r" and s.role == "stage"]
     assert len(tails) == (1 if K % lanes else 0)
     _check_runs(out, fmt, K, 23, (1, 2, 5), tmp_path)
@@ -264,3 +264,23 @@ def test_rename_reaches_every_name():
     assert got.body[0] == k.Decl("a_0", F, _ld("hx_0", var("r")))
     assert got.body[1] == k.Store("hx_0", var("r"), var("a_0", F))
     assert got.body[2] == k.Assign("acc_0", alu("add", var("acc_0", F), var("a_0", F)))
+
+
+def test_rules_decline_rather_than_clash_with_existing_names():
+    """A copy's new name that the function already binds (here: a hoist loop variable ``hx_0``, the
+    name the per-row copy of array ``hx`` would get; a local ``acc_l``) makes the rule decline."""
+    prog = _matmul("fp32", 37, 45, hoist=True)
+    fn = prog.functions[0]
+    loop_i = fn.body[1]
+    hoist = loop_i.body[1]
+    clash = replace(hoist, var="hx_0", body=tuple(rename(s, {"h": "hx_0"}) for s in hoist.body))
+    fn2 = replace(fn, body=(fn.body[0], replace(loop_i, body=(loop_i.body[0], clash, loop_i.body[2]))))
+    p2 = prog.with_functions([fn2])
+    validate(p2)
+    assert _run_pass(RowBlock(), p2) == (p2, [])
+    mv = _matvec("int8", 64, 5)
+    fn = mv.functions[0]
+    taken = replace(fn, body=(fn.body[0], k.Decl("acc_l", F, const(0.0, F)), *fn.body[1:]))
+    p3 = mv.with_functions([taken])
+    assert _run_pass(Lanes(), p3) == (p3, [])
+    assert len(_run_pass(Lanes(), mv)[1]) == 1
