@@ -13,10 +13,9 @@ Decided here, because they need the symbolic index expressions of the AIR views:
 - collapse: an elementwise kernel whose index expressions all flatten is one loop over numel;
 - matmul/matvec tile form (a reduce whose weight access is contiguous along the innermost output
   axis and strided along the reduced axis): the innermost output axis is tiled and the reduction
-  runs over a tile-sized accumulator array (``vector`` loops), so the inner loop is unit-stride;
-- hoisting the output-independent part of a dot product's operand (:mod:`caten_lab.codegen.hoist`).
-Everything else (``simd``, ``unroll``, ``parallel``) is a codegen pass over the kernel IR
-(:mod:`caten_lab.codegen.loop_opts`, :mod:`caten_lab.codegen.parallel`).
+  runs over a tile-sized accumulator array (``vector`` loops), so the inner loop is unit-stride.
+Everything else (``hoist``, ``simd``, ``parallel``, ``unroll``) is a codegen pass over the kernel IR
+(:mod:`caten_lab.codegen.hoist`, :mod:`caten_lab.codegen.loop_opts`, :mod:`caten_lab.codegen.parallel`).
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from caten_lab.air.ops import BINARY, ELEMENTWISE
 from caten_lab.air.symbolic import Dim, Expr
 from caten_lab.air.value import Value
 from caten_lab.codegen import lower_exprs as E
-from caten_lab.codegen.hoist import hoist_reduce_operand
 from caten_lab.codegen.kir import (
     Assign,
     Call,
@@ -68,14 +66,11 @@ ERR = Var("err", I64)
 
 @dataclass(frozen=True)
 class LowerOptions:
-    """What the lowering decides by: ``safety`` (1: division/gather checks, 2: every index checked),
-    ``vector_tile`` (outputs per matmul tile), ``hoist`` / ``hoist_max`` (hoist dot-product operands of
-    reductions up to that many elements)."""
+    """What the lowering decides by: ``safety`` (1: division/gather checks, 2: every index checked) and
+    ``vector_tile`` (outputs per matmul tile)."""
 
     safety: int = 1
     vector_tile: int = 64
-    hoist: bool = True
-    hoist_max: int = 16384
 
 
 class _Block:
@@ -343,8 +338,6 @@ class KernelLowerer:
         depends_inner = self.inner_main is not None and _uses(coords, self.inner_main)
         if vector:
             return self._vector_reduce(n, coords, inner, stage_vars, acc, init)
-        if depends_inner and len(stage_vars) == 1 and self.opts.hoist:  # matvec: f(x)[r] once, not per output
-            hoist_reduce_operand(self, n, tuple(inner), *stage_vars[0])
         ct = E.compute_dtype(dt)
         o = self.origin(n.id)
         blk.stmts.append(Decl(acc, ct, init, origin=o))

@@ -1,5 +1,5 @@
 """The codegen passes of the default pipeline: lower (kernels -> kernel IR), the loop passes over the
-kernel IR (simd, parallel, unroll, unnest_parallel), render (-> C).
+kernel IR (hoist, simd, parallel, unroll, unnest_parallel), render (-> C).
 
 Each reads ``ctx.artifacts['kernel_ir']`` (a :class:`~caten_lab.codegen.kir.Program`) and writes the
 new program back; the graph is left untouched. Loop passes are rule tables applied by
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from caten_lab.air.graph import Graph
+from caten_lab.codegen.hoist import HOIST_MAX, HOIST_RULES
 from caten_lab.codegen.kir import Program
 from caten_lab.codegen.kir_rewrite import apply_rules
 from caten_lab.codegen.loop_opts import SIMD_RULES, UNROLL_MAX, UNROLL_RULES
@@ -40,18 +41,15 @@ class LowerKernels:
     name = "lower"
     description = "lower each unique kernel to the kernel IR (views -> index expressions, reduce stages, tiled matmul)"
 
-    def __init__(self, *, vector_tile: int = 64, hoist: bool = True, hoist_max: int = 16384,
-                 collapse: bool = True) -> None:
-        self.options: dict[str, Any] = {"vector_tile": vector_tile, "hoist": hoist, "hoist_max": hoist_max,
-                                        "collapse": collapse}
+    def __init__(self, *, vector_tile: int = 64, collapse: bool = True) -> None:
+        self.options: dict[str, Any] = {"vector_tile": vector_tile, "collapse": collapse}
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         sched: Schedule | None = ctx.artifacts.get("schedule")
         if sched is None:
             raise CompileError("no schedule in ctx.artifacts", hint="run the 'schedule' pass before lowering")
         o = self.options
-        opts = LowerOptions(int(ctx.options.get("safety", 1)), int(o["vector_tile"]), bool(o["hoist"]),
-                            int(o["hoist_max"]))
+        opts = LowerOptions(int(ctx.options.get("safety", 1)), int(o["vector_tile"]))
         prog = build_program(sched, opts, bool(o["collapse"]))
         ctx.artifacts["kernel_ir"] = prog
         ctx.artifacts["kernel_nodes"] = kernel_nodes(prog)
@@ -76,6 +74,15 @@ class KernelRulePass:
 
     def __repr__(self) -> str:
         return f"<pass {self.name}: {self.description} ({len(self.rules)} rules)>"
+
+
+class HoistOperands(KernelRulePass):
+    name = "hoist"
+    description = "compute the output-independent operand of a dot product once, before the output loop"
+    rules = HOIST_RULES
+
+    def __init__(self, *, hoist_max: int = HOIST_MAX) -> None:
+        super().__init__(hoist_max=hoist_max)
 
 
 class SimdLoops(KernelRulePass):
@@ -123,7 +130,7 @@ class RenderC:
 
 
 def codegen_passes() -> list:
-    return [ScheduleKernels(), LowerKernels(), SimdLoops(), ParallelLoops(), UnrollLoops(), UnnestParallel(),
+    return [ScheduleKernels(), LowerKernels(), HoistOperands(), SimdLoops(), ParallelLoops(), UnrollLoops(), UnnestParallel(),
             PlanMemory(), RenderC()]
 
 
