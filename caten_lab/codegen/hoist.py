@@ -70,7 +70,7 @@ def _innermost_main(s: Stmt) -> bool:
 def _names(fn_body: tuple[Stmt, ...]) -> set[str]:
     out: set[str] = set()
     for s in walk(fn_body):
-        if isinstance(s, Decl) or isinstance(s, For):
+        if isinstance(s, Decl | For):
             out.add(s.var)
     return out
 

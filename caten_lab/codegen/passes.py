@@ -29,6 +29,14 @@ from caten_lab.passes.schedule import Schedule, ScheduleKernels
 ENTRY = "caten_run"
 
 
+def int_option(pass_name: str, option: str, value: object, lo: int, hi: int) -> int:
+    """``value`` when it is an int in ``[lo, hi]``, else a CompileError naming the pass and the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise CompileError(f"codegen pass {pass_name!r}: option {option}={value!r} must be an int in [{lo}, {hi}]",
+                           hint=f"construct the pass with {option}=<int between {lo} and {hi}>")
+    return value
+
+
 def kernel_program(ctx: PassContext, name: str) -> Program:
     prog = ctx.artifacts.get("kernel_ir")
     if prog is None:
@@ -42,7 +50,9 @@ class LowerKernels:
     description = "lower each unique kernel to the kernel IR (views -> index expressions, reduce stages, tiled matmul)"
 
     def __init__(self, *, vector_tile: int = 64, collapse: bool = True) -> None:
-        self.options: dict[str, Any] = {"vector_tile": vector_tile, "collapse": collapse}
+        # the tile is a local array of that many accumulators, and the tile loop's step
+        self.options: dict[str, Any] = {"vector_tile": int_option(self.name, "vector_tile", vector_tile, 1, 1024),
+                                        "collapse": bool(collapse)}
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         sched: Schedule | None = ctx.artifacts.get("schedule")
@@ -82,7 +92,8 @@ class HoistOperands(KernelRulePass):
     rules = HOIST_RULES
 
     def __init__(self, *, hoist_max: int = HOIST_MAX) -> None:
-        super().__init__(hoist_max=hoist_max)
+        # each hoisted operand is a local (stack) array of up to hoist_max elements per thread
+        super().__init__(hoist_max=int_option(self.name, "hoist_max", hoist_max, 0, 65536))
 
 
 class SimdLoops(KernelRulePass):
@@ -97,7 +108,7 @@ class ParallelLoops(KernelRulePass):
     rules = PARALLEL_RULES
 
     def __init__(self, *, parallel_work: int = PARALLEL_WORK) -> None:
-        super().__init__(parallel_work=parallel_work)
+        super().__init__(parallel_work=int_option(self.name, "parallel_work", parallel_work, 0, 1 << 62))
 
 
 class UnrollLoops(KernelRulePass):
@@ -106,7 +117,7 @@ class UnrollLoops(KernelRulePass):
     rules = UNROLL_RULES
 
     def __init__(self, *, unroll_max: int = UNROLL_MAX) -> None:
-        super().__init__(unroll_max=unroll_max)
+        super().__init__(unroll_max=int_option(self.name, "unroll_max", unroll_max, 0, 64))
 
 
 class UnnestParallel(KernelRulePass):
