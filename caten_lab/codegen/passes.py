@@ -1,5 +1,5 @@
 """The codegen passes of the default pipeline: lower (kernels -> kernel IR), the loop passes over the
-kernel IR (hoist, simd, parallel, unroll, unnest_parallel), render (-> C).
+kernel IR (collapse, hoist, simd, parallel, unroll, unnest_parallel), render (-> C).
 
 Each reads ``ctx.artifacts['kernel_ir']`` (a :class:`~caten_lab.codegen.kir.Program`) and writes the
 new program back; the graph is left untouched. Loop passes are rule tables applied by
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from caten_lab.air.graph import Graph
+from caten_lab.codegen.collapse import COLLAPSE_RULES
 from caten_lab.codegen.hoist import HOIST_MAX, HOIST_RULES
 from caten_lab.codegen.kir import Program
 from caten_lab.codegen.kir_rewrite import apply_rules
@@ -49,10 +50,9 @@ class LowerKernels:
     name = "lower"
     description = "lower each unique kernel to the kernel IR (views -> index expressions, reduce stages, tiled matmul)"
 
-    def __init__(self, *, vector_tile: int = 64, collapse: bool = True) -> None:
+    def __init__(self, *, vector_tile: int = 64) -> None:
         # the tile is a local array of that many accumulators, and the tile loop's step
-        self.options: dict[str, Any] = {"vector_tile": int_option(self.name, "vector_tile", vector_tile, 1, 1024),
-                                        "collapse": bool(collapse)}
+        self.options: dict[str, Any] = {"vector_tile": int_option(self.name, "vector_tile", vector_tile, 1, 1024)}
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         sched: Schedule | None = ctx.artifacts.get("schedule")
@@ -60,7 +60,7 @@ class LowerKernels:
             raise CompileError("no schedule in ctx.artifacts", hint="run the 'schedule' pass before lowering")
         o = self.options
         opts = LowerOptions(int(ctx.options.get("safety", 1)), int(o["vector_tile"]))
-        prog = build_program(sched, opts, bool(o["collapse"]))
+        prog = build_program(sched, opts)
         ctx.artifacts["kernel_ir"] = prog
         ctx.artifacts["kernel_nodes"] = kernel_nodes(prog)
         return graph
@@ -84,6 +84,12 @@ class KernelRulePass:
 
     def __repr__(self) -> str:
         return f"<pass {self.name}: {self.description} ({len(self.rules)} rules)>"
+
+
+class CollapseLoops(KernelRulePass):
+    name = "collapse"
+    description = "one loop over every element for elementwise nests whose accesses are all contiguous"
+    rules = COLLAPSE_RULES
 
 
 class HoistOperands(KernelRulePass):
@@ -141,7 +147,7 @@ class RenderC:
 
 
 def codegen_passes() -> list:
-    return [ScheduleKernels(), LowerKernels(), HoistOperands(), SimdLoops(), ParallelLoops(), UnrollLoops(), UnnestParallel(),
+    return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), ParallelLoops(), UnrollLoops(), UnnestParallel(),
             PlanMemory(), RenderC()]
 
 

@@ -21,7 +21,7 @@ from caten_lab.compiler import compile, default_pipeline
 from caten_lab.config import settings
 from caten_lab.passes.base import PassContext
 
-CODEGEN = ("lower", "hoist", "simd", "parallel", "unroll", "unnest_parallel", "render")
+CODEGEN = ("lower", "collapse", "hoist", "simd", "parallel", "unroll", "unnest_parallel", "render")
 
 
 def stages(graph: Graph, threads: int = 2) -> dict[str, tuple]:
@@ -244,3 +244,28 @@ def _walk_expr(e):  # noqa: ANN001, ANN202
     yield e
     for a in getattr(e, "args", ()):
         yield from _walk_expr(a)
+
+
+def test_collapse_flattens_contiguous_nests_only() -> None:
+    n = Sym("n")
+    g = Graph()  # contiguous in every operand, symbolic rows: one loop over n * 24 elements
+    x, y = _x(g, "x", (n, 4, 6)), _x(g, "y", (n, 4, 6))
+    g.mark_output(g.insert("mul", [g.insert("exp2", [x]), y]))
+    _, after, rws = stages(g)["collapse"]
+    assert [r.rule for r in rws] == ["collapse_nest"]
+    (top,) = [s for s in after.functions[0].body if isinstance(s, For)]
+    assert top.role == "collapsed" and not [s for s in walk(top.body) if isinstance(s, For)]
+    inputs = {"x": _rand(3, 4, 6), "y": _rand(3, 4, 6, seed=1)}
+    same_as_numpy(g, inputs, {"n": 3})
+
+    g = Graph()  # a broadcast operand (stride 0 along the rows): the nest stays
+    x, b = _x(g, "x", (5, 7)), _x(g, "b", (7,))
+    g.mark_output(g.insert("add", [x, g.insert("view", [b], shape=(5, 7), strides=(0, 1))]))
+    assert stages(g)["collapse"][2] == []
+    same_as_numpy(g, {"x": _rand(5, 7), "b": _rand(7, seed=2)})
+
+    g = Graph()  # an index value (arange) uses the loop variable itself: the nest stays
+    x = _x(g, "x", (3, 5))
+    g.mark_output(g.insert("add", [x, g.insert("index", [], shape=(3, 5), axis=1, dtype=dtypes.float32)]))
+    assert stages(g)["collapse"][2] == []
+    same_as_numpy(g, {"x": _rand(3, 5)})
