@@ -93,7 +93,7 @@ def unroll_small(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int,
         return None
     limit = int(ctx.options.get("unroll_max", UNROLL_MAX))
     stop = int_value(s.stop)
-    if stop is None or stop > limit or int_value(s.step) != 1 or in_collapsed_nest(ctx):
+    if limit < 2 or stop is None or stop > limit or int_value(s.step) != 1 or in_collapsed_nest(ctx):
         return None
     innermost = not any(isinstance(b, For) for b in s.body)
     if not (innermost or _innermost_stage(s)):

@@ -10,13 +10,12 @@ Every expression is a typed kernel-IR expression and every statement carries the
 from (``Origin(nodes=...)``); index arithmetic goes through :func:`~caten_lab.codegen.symbolic_kir.dim_to_kir`.
 
 Decided here, because they need the symbolic index expressions of the AIR views:
-- collapse: an elementwise kernel whose index expressions all flatten is one loop over numel;
 - matmul/matvec tile form (a reduce whose weight access is contiguous along the innermost output
   axis and strided along the reduced axis): the innermost output axis is tiled and the reduction
-  runs over a tile-sized accumulator array (``vector`` loops), so the inner loop is unit-stride;
-- hoisting the output-independent part of a dot product's operand (:mod:`caten_lab.codegen.hoist`).
-Everything else (``simd``, ``unroll``, ``parallel``) is a codegen pass over the kernel IR
-(:mod:`caten_lab.codegen.loop_opts`, :mod:`caten_lab.codegen.parallel`).
+  runs over a tile-sized accumulator array (``vector`` loops), so the inner loop is unit-stride.
+Everything else (``collapse``, ``hoist``, ``simd``, ``parallel``, ``unroll``) is a codegen pass over the
+kernel IR (:mod:`caten_lab.codegen.collapse`, :mod:`~caten_lab.codegen.hoist`, :mod:`~caten_lab.codegen.loop_opts`,
+:mod:`~caten_lab.codegen.parallel`).
 """
 
 from __future__ import annotations
@@ -27,12 +26,10 @@ from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import BINARY, ELEMENTWISE
-from caten_lab.air.symbolic import Dim, Expr
+from caten_lab.air.symbolic import Dim
 from caten_lab.air.value import Value
 from caten_lab.codegen import lower_exprs as E
-from caten_lab.codegen.hoist import hoist_reduce_operand
 from caten_lab.codegen.kir import (
-    Assign,
     Call,
     Cast,
     Check,
@@ -48,13 +45,13 @@ from caten_lab.codegen.kir import (
     Var,
 )
 from caten_lab.codegen.kir import Expr as KExpr
+from caten_lab.codegen.lower_reduce import ReduceLowering
 from caten_lab.codegen.symbolic_kir import Names, dim_to_kir
 from caten_lab.errors import CompileError
 from caten_lab.passes.indexing import (
     contiguous_strides,
     flat_index,
     fold_divmod,
-    has_divmod_on,
     loop_var,
     loop_vars_of,
     numel,
@@ -68,14 +65,11 @@ ERR = Var("err", I64)
 
 @dataclass(frozen=True)
 class LowerOptions:
-    """What the lowering decides by: ``safety`` (1: division/gather checks, 2: every index checked),
-    ``vector_tile`` (outputs per matmul tile), ``hoist`` / ``hoist_max`` (hoist dot-product operands of
-    reductions up to that many elements)."""
+    """What the lowering decides by: ``safety`` (1: division/gather checks, 2: every index checked) and
+    ``vector_tile`` (outputs per matmul tile)."""
 
     safety: int = 1
     vector_tile: int = 64
-    hoist: bool = True
-    hoist_max: int = 16384
 
 
 class _Block:
@@ -100,18 +94,17 @@ class _Loop:
                                      role=self.role, origin=self.origin))
 
 
-class KernelLowerer:
+class KernelLowerer(ReduceLowering):
     """Lower one kernel (its fused AIR subgraph) to a kernel-IR function."""
 
     def __init__(self, kernel: Kernel, name: str, symbols: list[str], options: LowerOptions, *,
-                 collapse: bool = False, vectorize: frozenset[str] = frozenset()) -> None:
+                 vectorize: frozenset[str] = frozenset()) -> None:
         self.k = kernel
         self.kg: Graph = kernel.graph
         self.name = name
         self.symbols = symbols
         self.opts = options
         self.safety = options.safety
-        self.collapse = collapse
         self.vectorize = vectorize
         self.names = Names()
         self.dim_memo: dict = {}
@@ -129,7 +122,6 @@ class KernelLowerer:
         out_shape = root.attrs.shape if kernel.kind == "store" else root.shape
         # no element is written: code hoisted out of the (empty) loops must not report a check
         self.empty = any(type(d) is int and d == 0 for d in out_shape)
-        self.collapse_ok = True
         self.stage_loads: list[list[Dim]] = []
         self.stage_info: dict[str, tuple[bool, list[Dim], str | None]] = {}
         self.inner_main: str | None = None
@@ -173,10 +165,7 @@ class KernelLowerer:
         return Var(name, ct)
 
     def idx(self, d: Dim) -> KExpr:
-        d = fold_divmod(d)
-        if self.collapse and has_divmod_on(d, {"__f"}):
-            self.collapse_ok = False
-        return self.dim(d)
+        return self.dim(fold_divmod(d))
 
     def check(self, size: Dim, nid: int) -> Check | None:
         if self.safety < 2:
@@ -312,183 +301,6 @@ class KernelLowerer:
             return E.binary(op, args[0], args[1], in_dt)
         return E.unary(op, args[0], dt)
 
-    def _reduce(self, n: Node, coords: tuple) -> KExpr:
-        src = self.kg.producer_of(n.reads[0])
-        dt = n.dtype
-        init = E.reduce_init(n.attrs.op, dt)
-        s = self.stage_counter
-        self.stage_counter += 1
-        inner = list(coords)
-        stage_vars: list[tuple[str, Dim]] = []
-        for ax in n.attrs.axes:
-            d = src.shape[ax]
-            if isinstance(d, int) and d == 1:
-                inner[ax] = 0
-                continue
-            var = f"__r{s}_{ax}"
-            inner[ax] = loop_var(var)
-            stage_vars.append((var, d))
-            self.bounds[var] = d
-        trip: Dim = 1
-        for _, d in stage_vars:
-            trip = trip * d
-        if n.attrs.op == "add" and len(stage_vars) == 1:
-            gathered = self._onehot_gather(n, tuple(inner), stage_vars[0])
-            if gathered is not None:
-                return gathered  # one row read: the vocabulary-sized trip count is not work
-        self.work = _dmax(self.work, trip)
-        vector = self.tile is not None and n.out in self.vectorize and _uses(coords, self.tile[1])
-        blk = self.block_for(coords)
-        acc = self.fresh("acc")
-        depends_inner = self.inner_main is not None and _uses(coords, self.inner_main)
-        if vector:
-            return self._vector_reduce(n, coords, inner, stage_vars, acc, init)
-        if depends_inner and len(stage_vars) == 1 and self.opts.hoist:  # matvec: f(x)[r] once, not per output
-            hoist_reduce_operand(self, n, tuple(inner), *stage_vars[0])
-        ct = E.compute_dtype(dt)
-        o = self.origin(n.id)
-        blk.stmts.append(Decl(acc, ct, init, origin=o))
-        self.stage_loads.append([])
-        parent = blk
-        opened: list[_Loop] = []
-        for var, d in stage_vars:
-            loop = self.open_loop(var, self.dim(d), "stage", n.id, parent)
-            opened.append(loop)
-            parent = loop.block
-        x = self.operand(n.reads[0], dt, tuple(inner))
-        parent.stmts.append(Assign(acc, E.combine(n.attrs.op, Var(acc, ct), x, dt), origin=o))
-        loads = self.stage_loads.pop()
-        if self.stage_loads:
-            self.stage_loads[-1].extend(loads)
-        self.stage_info[n.out] = (depends_inner, loads, stage_vars[-1][0] if stage_vars else None)
-        for loop in reversed(opened):
-            loop.close()
-        return Var(acc, ct)
-
-    def depends_on(self, v: str, coords: tuple, var: str) -> bool:
-        """Whether value ``v`` at ``coords`` depends on loop variable ``var`` (no code is emitted)."""
-        n = self.kg.producer_of(v)
-        op = n.op
-        if op == "allocate":
-            return n.attrs.name is not None and var in loop_vars_of(flat_index(coords, contiguous_strides(n.shape)))
-        if op == "const":
-            return False
-        if op == "index":
-            return var in loop_vars_of(coords[n.attrs.axis])
-        if op == "view":
-            a = n.attrs
-            flat = flat_index(coords, a.strides, a.offset)
-            if a.mask is not None and any(var in loop_vars_of(c) for c in coords):
-                return True
-            src = self.kg.producer_of(n.reads[0])
-            if src.op == "allocate":
-                return src.attrs.name is not None and var in loop_vars_of(flat)
-            return self.depends_on(n.reads[0], unravel(flat, src.shape, self.bounds), var)
-        if op in ELEMENTWISE:
-            return any(self.depends_on(r, coords, var) for r in n.reads if isinstance(r, Value))
-        return any(var in loop_vars_of(c) for c in coords)
-
-    def resolve(self, v: str, coords: tuple) -> tuple[Node, tuple]:
-        """Follow unmasked views over computed values: the node that really computes ``v`` at ``coords``."""
-        n = self.kg.producer_of(v)
-        while n.op == "view" and n.attrs.mask is None:
-            src = self.kg.producer_of(n.reads[0])
-            if src.op == "allocate":
-                break
-            coords = unravel(flat_index(coords, n.attrs.strides, n.attrs.offset), src.shape, self.bounds)
-            n = src
-        return n, coords
-
-    def _onehot_gather(self, n: Node, inner: tuple, stage: tuple[str, Dim]) -> str | None:
-        """``sum_r where(idx == r, x[r], 0)`` (an embedding written as a one-hot reduction) becomes
-        the gather ``x[idx]``: one row read instead of the whole table."""
-        var, extent = stage
-        src, c0 = self.resolve(n.reads[0], inner)
-        if src.op != "where" or not isinstance(src.reads[0], Value):
-            return None
-        cond, c1 = self.resolve(src.reads[0], c0)
-        negated = cond.op == "not"
-        if negated:
-            if not isinstance(cond.reads[0], Value):
-                return None
-            cond, c1 = self.resolve(cond.reads[0], c1)
-        if cond.op != "ne":
-            return None
-        hit, miss = (src.reads[1], src.reads[2]) if negated else (src.reads[2], src.reads[1])
-        if not _is_zero(self.kg, miss) or not isinstance(hit, Value):
-            return None
-        target = loop_var(var)
-        sides = list(cond.reads)
-        for i, side in enumerate(sides):
-            if not isinstance(side, Value):
-                continue
-            node, c2 = self.resolve(side, c1)
-            while node.op == "cast" and node.dtype.is_int and isinstance(node.reads[0], Value):
-                node, c2 = self.resolve(node.reads[0], c2)
-            if node.op != "index" or c2[node.attrs.axis] != target:
-                continue
-            other = sides[1 - i]
-            if isinstance(other, Value) and (self.depends_on(other, c1, var)
-                                           or not self.kg.producer_of(other).dtype.is_int):
-                return None
-            outer = tuple(c for c in c1 if not (isinstance(c, Expr) and var in loop_vars_of(c)))
-            idx = E.as_int64(self.operand(other, DType.int64, c1))
-            gname = self.fresh("g")
-            gvar = f"__{gname}"
-            blk = self.block_for(outer)
-            ext = self.dim(extent)
-            o = self.origin(n.id)
-            g = Var(gname, I64)
-            blk.stmts.append(Decl(gname, I64, idx, const=True, origin=o))
-            clamped = E.i64("max", Const(0, I64), E.i64("min", g, E.i64("sub", ext, Const(1, I64))))
-            blk.stmts.append(Decl(f"{gname}c", I64, clamped, const=True, origin=o))
-            self.var_block[gvar] = blk
-            self.bounds[gvar] = extent
-            self.names[gvar] = f"{gname}c"
-            coords2 = tuple(c.substitute({var: loop_var(gvar)}) if isinstance(c, Expr) else c for c in c0)
-            x = self.at(hit, coords2)
-            inside = E.i64("land", E.i64("ge", g, Const(0, I64)), E.i64("lt", g, ext))
-            return self.temp(E.where(inside, x, self.literal(0, n.dtype)), n.dtype, coords2, n.id)
-        return None
-
-    def _vector_reduce(self, n: Node, coords: tuple, inner: list, stage_vars: list, acc: str,
-                       init: KExpr) -> KExpr:
-        """A reduce over a tile of the innermost output axis: ``acc[lane] op= x(lane)``, lanes innermost."""
-        tile_var, lane_var = self.tile  # type: ignore[misc]
-        ct = E.compute_dtype(n.dtype)
-        o = self.origin(n.id)
-        # the accumulator lives just outside the lane loop: the deepest block among the reduce's other loops
-        sub_t = {lane_var: loop_var(tile_var)}
-        tblk = self.block_for(tuple(c.substitute(sub_t) if isinstance(c, Expr) else c for c in coords))
-        tblk.stmts.append(Decl(acc, ct, size=Const(self.opts.vector_tile, I64), origin=o))
-        lane2 = f"__v{self.stage_counter}"
-        init_loop = self.open_loop(lane2, self.tn, "vector", n.id, tblk)
-        init_loop.block.stmts.append(Store(acc, self.var(lane2), init, origin=o))
-        init_loop.close()
-        parent = tblk
-        opened: list[_Loop] = []
-        for var, d in stage_vars:
-            loop = self.open_loop(var, self.dim(d), "stage", n.id, parent)
-            opened.append(loop)
-            parent = loop.block
-        lane = f"__w{self.stage_counter}"
-        full = f"__u{self.stage_counter}"
-        lane_loop = self.open_loop(lane, self.tn, "vector", n.id, parent)
-        lb = lane_loop.block
-        lb.stmts.append(Decl(self.names[full], I64, E.i64("add", self.var(tile_var), self.var(lane)), const=True,
-                             origin=o))
-        self.var_block[full] = lb
-        self.bounds[full] = self.bounds[lane_var]
-        opened.append(lane_loop)
-        sub = {lane_var: loop_var(full)}
-        inner2 = tuple(c.substitute(sub) if isinstance(c, Expr) else c for c in inner)
-        x = self.operand(n.reads[0], n.dtype, inner2)
-        e = E.combine(n.attrs.op, Load(acc, self.var(lane), ct), x, n.dtype)
-        lb.stmts.append(Store(acc, self.var(lane), e, origin=o))
-        for loop in reversed(opened):
-            loop.close()
-        return Load(acc, E.i64("sub", self.var(lane_var), self.var(tile_var)), ct, origin=o)
-
     # ---- the kernel ----------------------------------------------------------------------
     def lower(self) -> Function:
         kg = self.kg
@@ -501,54 +313,47 @@ class KernelLowerer:
         total = numel(shape)
         self.work = 1
         tile = self.opts.vector_tile
-        if self.collapse:
-            self.bounds["__f"] = total
-            loop = self.open_loop("__f", self.dim(total), "collapsed", root.id, parent)
+        real = [k for k, d in enumerate(shape) if not (isinstance(d, int) and d == 1)]
+        by_axis: dict[int, Dim] = {}
+        if self.vectorize:
+            # matmul/matvec: the tile loop over the output axis goes outermost, so one tile of the
+            # weight (K x tile) stays in cache while every row uses it, and the tiles feed the threads
+            k = real[-1]
+            d = shape[k]
+            tvar = f"__t{k}"
+            self.bounds[tvar] = d
+            loop = self.open_loop(tvar, self.dim(d), "tile", root.id, parent)
+            loop.step = Const(tile, I64)
             opened.append(loop)
             parent = loop.block
-            coords = list(unravel(loop_var("__f"), shape, {"__f": total}))
-        else:
-            real = [k for k, d in enumerate(shape) if not (isinstance(d, int) and d == 1)]
-            by_axis: dict[int, Dim] = {}
-            if self.vectorize:
-                # matmul/matvec: the tile loop over the output axis goes outermost, so one tile of the
-                # weight (K x tile) stays in cache while every row uses it, and the tiles feed the threads
-                k = real[-1]
-                d = shape[k]
-                tvar = f"__t{k}"
-                self.bounds[tvar] = d
-                loop = self.open_loop(tvar, self.dim(d), "tile", root.id, parent)
-                loop.step = Const(tile, I64)
+            # a constant tile width when it divides the axis: the lane loops then unroll fully and
+            # the accumulator tile can live in vector registers
+            exact = isinstance(d, int) and d % tile == 0
+            self.tn = Const(tile, I64) if exact else E.i64(
+                "min", Const(tile, I64), E.i64("sub", self.dim(d), self.var(tvar)))
+        for pos, k in enumerate(real):
+            d = shape[k]
+            var = f"__l{k}"
+            self.bounds[var] = d
+            last = pos == len(real) - 1
+            if last and self.vectorize:
+                tvar, jvar = f"__t{k}", f"__j{k}"
+                loop = self.open_loop(jvar, self.tn, "vector", root.id, parent)
+                loop.block.stmts.append(Decl(self.names[var], I64, E.i64("add", self.var(tvar), self.var(jvar)),
+                                             const=True, origin=self.origin(root.id)))
+                self.var_block[var] = loop.block
                 opened.append(loop)
                 parent = loop.block
-                # a constant tile width when it divides the axis: the lane loops then unroll fully and
-                # the accumulator tile can live in vector registers
-                exact = isinstance(d, int) and d % tile == 0
-                self.tn = Const(tile, I64) if exact else E.i64(
-                    "min", Const(tile, I64), E.i64("sub", self.dim(d), self.var(tvar)))
-            for pos, k in enumerate(real):
-                d = shape[k]
-                var = f"__l{k}"
-                self.bounds[var] = d
-                last = pos == len(real) - 1
-                if last and self.vectorize:
-                    tvar, jvar = f"__t{k}", f"__j{k}"
-                    loop = self.open_loop(jvar, self.tn, "vector", root.id, parent)
-                    loop.block.stmts.append(Decl(self.names[var], I64, E.i64("add", self.var(tvar), self.var(jvar)),
-                                                 const=True, origin=self.origin(root.id)))
-                    self.var_block[var] = loop.block
-                    opened.append(loop)
-                    parent = loop.block
-                    self.tile = (tvar, var)
-                    by_axis[k] = loop_var(var)
-                    continue
-                loop = self.open_loop(var, self.dim(d), "loop", root.id, parent)
-                opened.append(loop)
-                parent = loop.block
+                self.tile = (tvar, var)
                 by_axis[k] = loop_var(var)
-                if last:
-                    self.inner_main = var
-            coords = [by_axis.get(k, 0) for k in range(len(shape))]
+                continue
+            loop = self.open_loop(var, self.dim(d), "loop", root.id, parent)
+            opened.append(loop)
+            parent = loop.block
+            by_axis[k] = loop_var(var)
+            if last:
+                self.inner_main = var
+        coords = [by_axis.get(k, 0) for k in range(len(shape))]
         ct = tuple(coords)
         out = self.k.params[0]
         out_node = self._param_node(out)
@@ -590,20 +395,6 @@ class KernelLowerer:
                         origin=Origin(tuple(self.k.node_ids)))
 
 
-def _dmax(a: Dim, b: Dim) -> Dim:
-    if isinstance(a, int) and isinstance(b, int):
-        return max(a, b)
-    if isinstance(a, int) and a <= 1:
-        return b
-    if isinstance(b, int) and b <= 1:
-        return a
-    # symbolic: the sum bounds max(a, b) (both are non-negative trip counts) without raising the
-    # degree. A product here made three (pos + seq)-long reductions of a decode attention kernel a
-    # cubic "work" that crossed the parallel threshold at pos = 8, so every decode step paid 12
-    # thread wake-ups for a kernel of a few thousand flops (1 ms at 2 threads, 0.07 ms serial).
-    return a + b
-
-
 def _suffix(dt: DType) -> str:
     """The type suffix of the checked division helpers (``cl_idiv_ck_int32``)."""
     return {DType.float64: "f64", DType.float32: "f32", DType.float16: "f32"}.get(dt, dt.c_name.replace("_t", ""))
@@ -618,16 +409,3 @@ def _nonzero_constant(kg: Graph, r: object) -> bool:
     while p is not None and p.op == "view" and p.attrs.mask is None and isinstance(p.reads[0], Value):
         p = kg.producer_of(p.reads[0])
     return p is not None and p.op == "const" and isinstance(p.attrs.value, int) and p.attrs.value != 0
-
-
-def _is_zero(kg: Graph, r: object) -> bool:
-    if not isinstance(r, Value):
-        return r == 0
-    p = kg.producer_of(r)
-    if p.op == "const":
-        return not isinstance(p.attrs.value, Expr) and p.attrs.value == 0
-    return p.op == "allocate" and p.attrs.name is None
-
-
-def _uses(coords: tuple, var: str) -> bool:
-    return any(isinstance(c, Expr) and var in loop_vars_of(c) for c in coords)

@@ -9,18 +9,9 @@ from caten_lab.passes.indexing import linear_form
 from caten_lab.passes.schedule import Kernel, Schedule
 
 
-def lower_kernel(kernel: Kernel, name: str, symbols: list[str], options: LowerOptions,
-                 collapse: bool = True) -> Function:
-    """Lower with the loop forms that apply (collapse, the tiled matmul), each verified by a dry run."""
+def lower_kernel(kernel: Kernel, name: str, symbols: list[str], options: LowerOptions) -> Function:
+    """Lower in the tiled matmul form where it applies (decided by a dry run in the plain form)."""
     has_reduce = any(n.op == "reduce" for n in kernel.graph)
-    root = kernel.graph.producer_of(kernel.graph.outputs[0])
-    shape = root.attrs.shape if kernel.kind == "store" else root.shape
-    real = [d for d in shape if not (isinstance(d, int) and d == 1)]
-    if collapse and not has_reduce and len(real) > 1:
-        lw = KernelLowerer(kernel, name, symbols, options, collapse=True)
-        fn = lw.lower()
-        if lw.collapse_ok:
-            return fn
     lw = KernelLowerer(kernel, name, symbols, options)
     fn = lw.lower()
     if not has_reduce or lw.inner_main is None:
@@ -55,7 +46,7 @@ def vector_reduces(lw: KernelLowerer) -> set[str]:
 
 
 def lower_functions(kernels: list[Kernel], symbols: list[str], options: LowerOptions,
-                    collapse: bool = True) -> tuple[list[Function], dict[str, str]]:
+                    ) -> tuple[list[Function], dict[str, str]]:
     """Lower each unique kernel once (the schedule cache); returns functions and kernel name -> function."""
     by_key: dict[str, int] = {}
     names: list[list[str]] = []
@@ -65,8 +56,7 @@ def lower_functions(kernels: list[Kernel], symbols: list[str], options: LowerOpt
         i = by_key.get(k.key)
         if i is None:
             i = by_key[k.key] = len(funcs)
-            funcs.append(lower_kernel(k, f"kern{len(funcs)}_{_c_ident(k.name.split('_', 1)[-1])}", symbols, options,
-                                      collapse))
+            funcs.append(lower_kernel(k, f"kern{len(funcs)}_{_c_ident(k.name.split('_', 1)[-1])}", symbols, options))
             names.append([])
         names[i].append(k.name)
         fn_of[k.name] = funcs[i].name
@@ -74,9 +64,9 @@ def lower_functions(kernels: list[Kernel], symbols: list[str], options: LowerOpt
     return funcs, fn_of
 
 
-def build_program(sched: Schedule, options: LowerOptions, collapse: bool = True) -> Program:
+def build_program(sched: Schedule, options: LowerOptions) -> Program:
     """Lower every unique kernel once and the entry's call table (one row per scheduled kernel)."""
-    funcs, fn_of = lower_functions(sched.kernels, sched.symbols, options, collapse)
+    funcs, fn_of = lower_functions(sched.kernels, sched.symbols, options)
     buffers = list(sched.buffers)
     bidx = {b: i for i, b in enumerate(buffers)}
     calls = tuple(KernelCall(fn_of[k.name], tuple(bidx[b] for b in k.params), Origin(tuple(k.node_ids)))

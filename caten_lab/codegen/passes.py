@@ -1,5 +1,5 @@
 """The codegen passes of the default pipeline: lower (kernels -> kernel IR), the loop passes over the
-kernel IR (simd, parallel, unroll, rowblock, lanes, unnest_parallel), render (-> C).
+kernel IR (collapse, hoist, simd, parallel, unroll, rowblock, lanes, unnest_parallel), render (-> C).
 
 Each reads ``ctx.artifacts['kernel_ir']`` (a :class:`~caten_lab.codegen.kir.Program`) and writes the
 new program back; the graph is left untouched. Loop passes are rule tables applied by
@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from caten_lab.air.graph import Graph
+from caten_lab.codegen.collapse import COLLAPSE_RULES
+from caten_lab.codegen.hoist import HOIST_MAX, HOIST_RULES
 from caten_lab.codegen.kir import Program
 from caten_lab.codegen.kir_rewrite import apply_rules
 from caten_lab.codegen.lanes import Lanes
@@ -30,6 +32,14 @@ from caten_lab.passes.schedule import Schedule, ScheduleKernels
 ENTRY = "caten_run"
 
 
+def int_option(pass_name: str, option: str, value: object, lo: int, hi: int) -> int:
+    """``value`` when it is an int in ``[lo, hi]``, else a CompileError naming the pass and the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise CompileError(f"codegen pass {pass_name!r}: option {option}={value!r} must be an int in [{lo}, {hi}]",
+                           hint=f"construct the pass with {option}=<int between {lo} and {hi}>")
+    return value
+
+
 def kernel_program(ctx: PassContext, name: str) -> Program:
     prog = ctx.artifacts.get("kernel_ir")
     if prog is None:
@@ -42,19 +52,17 @@ class LowerKernels:
     name = "lower"
     description = "lower each unique kernel to the kernel IR (views -> index expressions, reduce stages, tiled matmul)"
 
-    def __init__(self, *, vector_tile: int = 64, hoist: bool = True, hoist_max: int = 16384,
-                 collapse: bool = True) -> None:
-        self.options: dict[str, Any] = {"vector_tile": vector_tile, "hoist": hoist, "hoist_max": hoist_max,
-                                        "collapse": collapse}
+    def __init__(self, *, vector_tile: int = 64) -> None:
+        # the tile is a local array of that many accumulators, and the tile loop's step
+        self.options: dict[str, Any] = {"vector_tile": int_option(self.name, "vector_tile", vector_tile, 1, 1024)}
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
         sched: Schedule | None = ctx.artifacts.get("schedule")
         if sched is None:
             raise CompileError("no schedule in ctx.artifacts", hint="run the 'schedule' pass before lowering")
         o = self.options
-        opts = LowerOptions(int(ctx.options.get("safety", 1)), int(o["vector_tile"]), bool(o["hoist"]),
-                            int(o["hoist_max"]))
-        prog = build_program(sched, opts, bool(o["collapse"]))
+        opts = LowerOptions(int(ctx.options.get("safety", 1)), int(o["vector_tile"]))
+        prog = build_program(sched, opts)
         ctx.artifacts["kernel_ir"] = prog
         ctx.artifacts["kernel_nodes"] = kernel_nodes(prog)
         return graph
@@ -80,6 +88,22 @@ class KernelRulePass:
         return f"<pass {self.name}: {self.description} ({len(self.rules)} rules)>"
 
 
+class CollapseLoops(KernelRulePass):
+    name = "collapse"
+    description = "one loop over every element for elementwise nests whose accesses are all contiguous"
+    rules = COLLAPSE_RULES
+
+
+class HoistOperands(KernelRulePass):
+    name = "hoist"
+    description = "compute the output-independent operand of a dot product once, before the output loop"
+    rules = HOIST_RULES
+
+    def __init__(self, *, hoist_max: int = HOIST_MAX) -> None:
+        # each hoisted operand is a local (stack) array of up to hoist_max elements per thread
+        super().__init__(hoist_max=int_option(self.name, "hoist_max", hoist_max, 0, 65536))
+
+
 class SimdLoops(KernelRulePass):
     name = "simd"
     description = "mark float sum loops 'simd reduction(+)' and the matmul tile's lane loops 'simd'"
@@ -92,7 +116,7 @@ class ParallelLoops(KernelRulePass):
     rules = PARALLEL_RULES
 
     def __init__(self, *, parallel_work: int = PARALLEL_WORK) -> None:
-        super().__init__(parallel_work=parallel_work)
+        super().__init__(parallel_work=int_option(self.name, "parallel_work", parallel_work, 0, 1 << 62))
 
 
 class UnrollLoops(KernelRulePass):
@@ -101,7 +125,7 @@ class UnrollLoops(KernelRulePass):
     rules = UNROLL_RULES
 
     def __init__(self, *, unroll_max: int = UNROLL_MAX) -> None:
-        super().__init__(unroll_max=unroll_max)
+        super().__init__(unroll_max=int_option(self.name, "unroll_max", unroll_max, 0, 64))
 
 
 class UnnestParallel(KernelRulePass):
@@ -125,8 +149,8 @@ class RenderC:
 
 
 def codegen_passes() -> list:
-    return [ScheduleKernels(), LowerKernels(), SimdLoops(), ParallelLoops(), UnrollLoops(), RowBlock(), Lanes(),
-            UnnestParallel(), PlanMemory(), RenderC()]
+    return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), ParallelLoops(), UnrollLoops(),
+            RowBlock(), Lanes(), UnnestParallel(), PlanMemory(), RenderC()]
 
 
 def pipeline_options(passes: list) -> tuple:

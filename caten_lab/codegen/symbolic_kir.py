@@ -12,7 +12,7 @@ the floor forms ``floordiv``/``floormod``.
 from __future__ import annotations
 
 from caten_lab.air.dtypes import DType
-from caten_lab.air.symbolic import Dim, Expr as SymExpr
+from caten_lab.air.symbolic import Dim
 from caten_lab.codegen.kir import Alu, Const, Expr, Var
 from caten_lab.passes.indexing import is_loop_var, nonneg
 
@@ -63,7 +63,3 @@ def _atom(a: object, names: Names, memo: dict | None) -> Expr:
         return Alu("floordiv" if op == "//" else "floormod", (xs, ys), I64)
     q = Alu("div", (xs, ys), I64)
     return q if op == "//" else Alu("sub", (xs, Alu("mul", (q, ys), I64)), I64)
-
-
-def is_symbolic(d: object) -> bool:
-    return isinstance(d, SymExpr)
