@@ -198,12 +198,8 @@ class Lanes:
                                hint="run the 'lower' pass before 'lanes'")
         if not self.config.enabled:
             return graph
-        record: list = []
-        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"lanes": self.config}, record,
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"lanes": self.config}, ctx.rewrites,
                                                  descend_into_new=False)
-        if ctx.rewrites is not None:
-            ctx.rewrites.extend(record)
-        ctx.artifacts.setdefault("loop_opts", {})["lane_split"] = len(record)
         return graph
 
     def __repr__(self) -> str:

@@ -414,12 +414,8 @@ class RowBlock:
                                hint="run the 'lower' pass before 'rowblock'")
         if not self.config.enabled:
             return graph
-        record: list = []
-        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"rowblock": self.config}, record,
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"rowblock": self.config}, ctx.rewrites,
                                                  descend_into_new=False)
-        if ctx.rewrites is not None:
-            ctx.rewrites.extend(record)
-        ctx.artifacts.setdefault("loop_opts", {})["row_blocked"] = len(record)
         return graph
 
     def __repr__(self) -> str:

@@ -156,7 +156,8 @@ def test_unnest_chooses_one_parallel_loop_at_run_time() -> None:
     assert outer.parallel is not None and any(isinstance(s, For) and s.parallel for s in walk(outer.body))
     _, after, rws = st["unnest_parallel"]
     assert [r.rule for r in rws] == ["unnest_parallel"]
-    (choice,) = [s for s in after.functions[0].body if isinstance(s, If)]
+    (choice,) = rws[0].after  # (inside the row-blocked nest's decode branch, when rowblock ran before)
+    assert isinstance(choice, If) and rws[0].before[0].var == outer.var
     par_loop, ser_loop = choice.then[0], choice.orelse[0]
     assert choice.cond == outer.parallel.cond
     assert par_loop.parallel is not None and not any(isinstance(s, For) and s.parallel for s in walk(par_loop.body))

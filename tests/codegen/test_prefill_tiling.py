@@ -110,3 +110,14 @@ def test_rowblock_removed_or_disabled_keeps_the_results():
     a = tiled({**arrays, "x": x}, {"seq": 20})[0]
     b = plain({**arrays, "x": x}, {"seq": 20})[0]
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_tiled_program_is_compile_cached(tmp_path):
+    """The passes leave only codec-backed artifacts, so the default pipeline's result is stored and a
+    second compile loads the same row-blocked kernel program instead of running the passes."""
+    graph, _ = _graph("int8", True)
+    with settings(cache_dir=tmp_path, threads=2):
+        first = compile_graph(graph, backend="c")
+        assert len(list(tmp_path.glob("artifacts_*.json"))) == 1
+        second = compile_graph(graph, backend="c")
+    assert second.artifacts["kernel_ir"] == first.artifacts["kernel_ir"] and _tiled(second)
