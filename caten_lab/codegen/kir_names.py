@@ -18,6 +18,7 @@ from caten_lab.codegen.kir import (
     Alu,
     Assign,
     Call,
+    Cast,
     Check,
     Const,
     Decl,
@@ -34,19 +35,57 @@ from caten_lab.codegen.kir import (
     Var,
     While,
 )
-from caten_lab.codegen.kir_walk import exprs_of, map_expr, walk
+from caten_lab.codegen.kir_walk import map_expr, walk
 
 I64 = DType.int64
+
+
+def _collect(e: Expr | None, out: set[str]) -> None:
+    """Add the variables and buffers ``e`` reads to ``out`` (a direct walk: this runs on every
+    statement a pass looks at, so it avoids the generic field reflection of ``exprs_of``)."""
+    while e is not None:
+        if isinstance(e, Var):
+            out.add(e.name)
+            return
+        if isinstance(e, Alu | Call):
+            for a in e.args:
+                _collect(a, out)
+            return
+        if isinstance(e, Load):
+            out.add(e.buf)
+            if e.check is not None:
+                _collect(e.check.size, out)
+            e = e.index
+        elif isinstance(e, Cast):
+            e = e.x
+        elif isinstance(e, Addr):
+            out.add(e.buf)
+            e = e.index
+        else:  # Const
+            return
+
+
+def _own_exprs(s: Stmt) -> tuple[Expr | None, ...]:
+    if isinstance(s, Decl):
+        return (s.init, s.size)
+    if isinstance(s, Assign):
+        return (s.value,)
+    if isinstance(s, Store):
+        return (s.index, s.value, s.check.size if s.check is not None else None)
+    if isinstance(s, For):
+        return (s.start, s.stop, s.step, s.parallel.cond if s.parallel is not None else None)
+    if isinstance(s, If | While):
+        return (s.cond,)
+    if isinstance(s, Eval | Return):
+        return (s.value,)
+    return ()
 
 
 def expr_names(e: Expr | Stmt) -> set[str]:
     """Variables and buffers an expression (or a statement's own expressions) reads."""
     out: set[str] = set()
-    for x in exprs_of(e):
-        if isinstance(x, Var):
-            out.add(x.name)
-        elif isinstance(x, Load | Addr):
-            out.add(x.buf)
+    for x in ((e,) if isinstance(e, Expr) else _own_exprs(e)):
+        _collect(x, out)
     return out
 
 
@@ -55,7 +94,8 @@ def used_names(s: Stmt) -> set[str]:
     accumulators its loops reduce into."""
     out: set[str] = set()
     for x in walk((s,)):
-        out |= expr_names(x)
+        for e in _own_exprs(x):
+            _collect(e, out)
         if isinstance(x, Assign):
             out.add(x.var)
         elif isinstance(x, Store):
@@ -76,10 +116,12 @@ def bound_names(s: Stmt) -> set[str]:
 
 
 def names_in(fn: Function) -> set[str]:
-    """Every name a function binds, reads or writes (its parameters included)."""
+    """Every name a function binds: its parameters, declarations and loop variables (a valid program
+    reads nothing else, so a new name outside this set clashes with nothing)."""
     out = {p.name for p in fn.params}
-    for s in fn.body:
-        out |= bound_names(s) | used_names(s)
+    for x in walk(fn.body):
+        if isinstance(x, Decl | For):
+            out.add(x.var)
     return out
 
 
@@ -147,21 +189,18 @@ def rename(s: Stmt, names: Mapping[str, str]) -> Stmt:
 # ------------------------------------------------------------------------------------ load facts
 
 
-def param_bytes(fn: Function, e: Load) -> int | None:
-    """Element bytes of the pointer parameter ``e`` loads from (None for a local array)."""
-    p = fn.param(e.buf)
-    return p.dtype.itemsize if p is not None and p.pointer else None
-
-
 def load_widths(fn: Function, s: Stmt, nested: bool = True) -> list[int]:
-    """Element bytes of every parameter buffer read in ``s`` (and inside it when ``nested``)."""
-    out = []
+    """Element bytes of every pointer parameter ``s`` (and what is inside it, when ``nested``) names:
+    the buffers it loads from (a scalar parameter has no pointer; sym/err are read only by index)."""
+    read: set[str] = set()
     for x in (walk((s,)) if nested else (s,)):
-        for e in exprs_of(x):
-            if isinstance(e, Load):
-                b = param_bytes(fn, e)
-                if b is not None:
-                    out.append(b)
+        for e in _own_exprs(x):
+            _collect(e, read)
+    out = []
+    for name in sorted(read):
+        p = fn.param(name)
+        if p is not None and p.pointer:
+            out.append(p.dtype.itemsize)
     return out
 
 
