@@ -249,7 +249,7 @@ def test_no_import_cycles(graph) -> None:  # noqa: ANN001
     _check_known(found, KNOWN_CYCLES, "import cycles")
 
 
-def test_frontend_codegen_and_workflow_have_no_cycle_even_through_type_only_imports(graph) -> None:  # noqa: ANN001
+def test_type_only_imports_close_no_cycle_but_the_tensor_mixins(graph) -> None:  # noqa: ANN001
     """Type-only imports are left out above only for the Tensor mixins; nowhere else do they close a cycle."""
     known, edges, _ = graph
     succ: dict[str, set[str]] = {}
