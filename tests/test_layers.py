@@ -62,7 +62,6 @@ KNOWN_LAYER_VIOLATIONS: set[tuple[str, str]] = {
 }
 KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = {
     ("caten_lab.passes.indexing", "caten_lab.air.symbolic._atom_key"),  # public: atom_key
-    ("caten_lab.workflow.lower", "caten_lab.workflow.types._LocalFactory"),
     ("caten_lab.workflow.export", "caten_lab.models.gpt2_weights._TRANSPOSED"),  # public: TRANSPOSED_WEIGHTS
     ("caten_lab.workflow.perplexity", "caten_lab.workflow.export._subst"),
 }
