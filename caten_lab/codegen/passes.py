@@ -144,6 +144,7 @@ class RenderC:
         ctx.artifacts["source_map"] = r.source_map
         ctx.artifacts["kernel_lines"] = r.kernel_lines
         ctx.artifacts["function_lines"] = r.function_lines
+        ctx.artifacts["c_units"] = r.units  # what a parallel build composes translation units from
         return graph
 
 

@@ -315,9 +315,14 @@ def render_function(w: Writer, f: Function) -> None:
     w.emit("}", f.origin, 0, (f.name, ()))
 
 
-def render_functions(functions: tuple[Function, ...] | list[Function], w: Writer | None = None) -> Writer:
-    """Functions only (actions, the export's generated parts): prototypes first, so call order is free."""
+def render_functions(functions: tuple[Function, ...] | list[Function], w: Writer | None = None, *,
+                     prelude: bool = True) -> Writer:
+    """Functions without a call table (actions, the export's generated parts), after the runtime
+    header (``prelude``) and their prototypes, so call order is free."""
     w = w if w is not None else Writer()
+    if prelude:
+        for line in PRELUDE.rstrip("\n").split("\n"):
+            w.emit(line)
     for f in functions:
         w.emit(signature(f) + ";", f.origin)
     for f in functions:
