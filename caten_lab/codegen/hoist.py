@@ -76,11 +76,17 @@ def _names(fn_body: tuple[Stmt, ...]) -> set[str]:
 
 
 class _Fresh:
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
+    """Names not yet used in a function (its names are collected on first use)."""
+
+    def __init__(self, fn_body: tuple[Stmt, ...], params: set[str]) -> None:
+        self.body = fn_body
+        self.params = params
+        self.taken: set[str] | None = None
         self.n = 0
 
     def __call__(self, prefix: str) -> str:
+        if self.taken is None:
+            self.taken = _names(self.body) | self.params
         while True:
             self.n += 1
             name = f"{prefix}{self.n}"
@@ -108,11 +114,12 @@ def _hoist_stage(stage: For, j_defs: set[str], params: set[str], fresh: _Fresh, 
             if r in used or used & dep_r:
                 dep_r.add(s.var)
     cands: list[str] = []
+    order = {v: k for k, v in enumerate(decls)}
     for s in stage.body:  # maximal: used by a statement that depends on j
         target = s.var if isinstance(s, Decl) else None
         if target is not None and target not in dep_j:
             continue
-        for v in sorted(_used(s) & set(decls), key=list(decls).index):
+        for v in sorted(_used(s) & order.keys(), key=order.__getitem__):
             if v not in dep_j and v in dep_r and v not in cands and not _plain_load(decls[v], params, r):
                 cands.append(v)
     if not cands:
@@ -170,7 +177,7 @@ def hoist_operands(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[in
         return None
     assert isinstance(j, For)
     params = {p.name for p in ctx.function.params if p.pointer}
-    fresh = _Fresh(_names(ctx.function.body) | {p.name for p in ctx.function.params})
+    fresh = _Fresh(ctx.function.body, {p.name for p in ctx.function.params})
     limit = int(ctx.options.get("hoist_max", HOIST_MAX))
     before: list[Stmt] = []
     new_body: list[Stmt] = []

@@ -100,8 +100,9 @@ class HoistOperands(KernelRulePass):
     rules = HOIST_RULES
 
     def __init__(self, *, hoist_max: int = HOIST_MAX) -> None:
-        # each hoisted operand is a local (stack) array of up to hoist_max elements per thread
-        super().__init__(hoist_max=int_option(self.name, "hoist_max", hoist_max, 0, 65536))
+        # each hoisted operand is a local (stack) array of up to hoist_max elements per thread: the
+        # default is the most a kernel's worker threads can hold for every operand of a kernel
+        super().__init__(hoist_max=int_option(self.name, "hoist_max", hoist_max, 0, HOIST_MAX))
 
 
 class SimdLoops(KernelRulePass):
@@ -145,6 +146,7 @@ class RenderC:
         ctx.artifacts["source_map"] = r.source_map
         ctx.artifacts["kernel_lines"] = r.kernel_lines
         ctx.artifacts["function_lines"] = r.function_lines
+        ctx.artifacts["c_units"] = r.units  # what a parallel build composes translation units from
         return graph
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from caten_lab.air.symbolic import Dim, Expr, _atom_key, floordiv, mod, symbols_of
+from caten_lab.air.symbolic import Dim, Expr, atom_key, floordiv, mod, symbols_of
 
 LOOP_PREFIX = "__"
 
@@ -136,14 +136,14 @@ def exact_div(a: Dim, b: Dim) -> Dim | None:
                 return None
         if c % bc:
             return None
-        key = tuple(sorted(rest, key=_atom_key))
+        key = tuple(sorted(rest, key=atom_key))
         out[key] = out.get(key, 0) + c // bc
     return Expr.make(out)
 
 
 def _grlex(m: tuple) -> tuple:
     """A monomial order compatible with multiplication (degree first, then the atoms' names)."""
-    return (len(m), sorted((_atom_key(x) for x in m), reverse=True))
+    return (len(m), sorted((atom_key(x) for x in m), reverse=True))
 
 
 def _poly_div(a: Dim, b: Expr) -> Dim | None:
@@ -169,7 +169,7 @@ def _poly_div(a: Dim, b: Expr) -> Dim | None:
             rest.remove(atom)
         if cr % cb:
             return None
-        t = Expr.make({tuple(sorted(rest, key=_atom_key)): cr // cb})
+        t = Expr.make({tuple(sorted(rest, key=atom_key)): cr // cb})
         q = q + t
         r = r - t * b
     return None

@@ -115,7 +115,7 @@ CASES: list[Case] = [
     ("codegen: zero matmul tile", _option("LowerKernels", vector_tile=0), CompileError,
      ("'lower'", "vector_tile=0", "[1, 1024]")),
     ("codegen: hoisting limit past the stack", _option("HoistOperands", hoist_max=10**7), CompileError,
-     ("hoist_max=10000000", "[0, 65536]")),
+     ("hoist_max=10000000", "[0, 16384]")),
     ("codegen: negative parallel threshold", _option("ParallelLoops", parallel_work=-1), CompileError,
      ("parallel_work=-1",)),
     ("codegen: unroll limit as text", _option("UnrollLoops", unroll_max="8"), CompileError, ("unroll_max='8'",)),
