@@ -10,7 +10,6 @@ it is read from the typed nodes: no C text is involved.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from caten_lab.air.dtypes import DType
 from caten_lab.codegen.kir import (
@@ -35,7 +34,7 @@ from caten_lab.codegen.kir import (
     Var,
     While,
 )
-from caten_lab.codegen.kir_walk import map_expr, walk
+from caten_lab.codegen.kir_walk import walk
 
 I64 = DType.int64
 
@@ -134,26 +133,41 @@ def target(s: Stmt) -> str | None:
 
 
 def rename_expr(e: Expr, names: Mapping[str, str]) -> Expr:
-    """``e`` with every variable and buffer in ``names`` renamed."""
+    """``e`` with every variable and buffer in ``names`` renamed (shared when nothing in it is)."""
     if not names:
         return e
-
-    def f(x: Expr) -> Expr | None:
-        if isinstance(x, Var) and x.name in names:
-            return replace(x, name=names[x.name])
-        if isinstance(x, Load | Addr) and x.buf in names:
-            return replace(x, buf=names[x.buf])
-        return None
-
-    return map_expr(e, f)
+    return _ren(e, names)
 
 
-def _check(c: Check | None, names: Mapping[str, str]) -> Check | None:
-    return None if c is None else Check(rename_expr(c.size, names), c.tag)
+def _ren(e: Expr, names: Mapping[str, str]) -> Expr:
+    # direct constructors, not dataclasses.replace: this runs on every expression row blocking copies
+    if isinstance(e, Var):
+        n = names.get(e.name)
+        return e if n is None else Var(n, e.dtype, e.origin)
+    if isinstance(e, Alu | Call):
+        args = tuple(_ren(a, names) for a in e.args)
+        if all(a is b for a, b in zip(args, e.args)):
+            return e
+        return Alu(e.op, args, e.dtype, e.origin) if isinstance(e, Alu) else Call(e.fn, args, e.dtype, e.origin)
+    if isinstance(e, Load):
+        i = _ren(e.index, names)
+        c = e.check if e.check is None else Check(_ren(e.check.size, names), e.check.tag)
+        buf = names.get(e.buf, e.buf)
+        if i is e.index and c == e.check and buf == e.buf:
+            return e
+        return Load(buf, i, e.dtype, c, e.origin)
+    if isinstance(e, Cast):
+        x = _ren(e.x, names)
+        return e if x is e.x else Cast(x, e.dtype, e.origin)
+    if isinstance(e, Addr):
+        i = e.index if e.index is None else _ren(e.index, names)
+        buf = names.get(e.buf, e.buf)
+        return e if i is e.index and buf == e.buf else Addr(buf, i, e.dtype, e.origin)
+    return e  # Const
 
 
 def _opt(e: Expr | None, names: Mapping[str, str]) -> Expr | None:
-    return None if e is None else rename_expr(e, names)
+    return None if e is None else _ren(e, names)
 
 
 def rename(s: Stmt, names: Mapping[str, str]) -> Stmt:
@@ -163,26 +177,26 @@ def rename(s: Stmt, names: Mapping[str, str]) -> Stmt:
         return s
     n = names.get
     if isinstance(s, Decl):
-        return replace(s, var=n(s.var, s.var), init=_opt(s.init, names), size=_opt(s.size, names))
+        return Decl(n(s.var, s.var), s.dtype, _opt(s.init, names), s.const, _opt(s.size, names), s.origin)
     if isinstance(s, Assign):
-        return replace(s, var=n(s.var, s.var), value=rename_expr(s.value, names))
+        return Assign(n(s.var, s.var), _ren(s.value, names), s.origin)
     if isinstance(s, Store):
-        return replace(s, buf=n(s.buf, s.buf), index=rename_expr(s.index, names), value=rename_expr(s.value, names),
-                       check=_check(s.check, names))
+        c = s.check if s.check is None else Check(_ren(s.check.size, names), s.check.tag)
+        return Store(n(s.buf, s.buf), _ren(s.index, names), _ren(s.value, names), c, s.origin)
     if isinstance(s, For):
         par = s.parallel if s.parallel is None else Parallel(s.parallel.collapse, _opt(s.parallel.cond, names))
-        return replace(s, var=n(s.var, s.var), start=rename_expr(s.start, names), stop=rename_expr(s.stop, names),
-                       step=rename_expr(s.step, names), body=tuple(rename(x, names) for x in s.body), parallel=par,
-                       reduction=tuple(n(a, a) for a in s.reduction))
+        return For(n(s.var, s.var), _ren(s.start, names), _ren(s.stop, names), _ren(s.step, names),
+                   tuple(rename(x, names) for x in s.body), s.role, par, s.simd, tuple(n(a, a) for a in s.reduction),
+                   s.unroll, s.origin)
     if isinstance(s, If):
-        return replace(s, cond=rename_expr(s.cond, names), then=tuple(rename(x, names) for x in s.then),
-                       orelse=tuple(rename(x, names) for x in s.orelse))
+        return If(_ren(s.cond, names), tuple(rename(x, names) for x in s.then),
+                  tuple(rename(x, names) for x in s.orelse), s.origin)
     if isinstance(s, While):
-        return replace(s, cond=rename_expr(s.cond, names), body=tuple(rename(x, names) for x in s.body))
+        return While(_ren(s.cond, names), tuple(rename(x, names) for x in s.body), s.origin)
     if isinstance(s, Eval):
-        return replace(s, value=rename_expr(s.value, names))
+        return Eval(_ren(s.value, names), s.origin)
     if isinstance(s, Return):
-        return replace(s, value=_opt(s.value, names))
+        return Return(_opt(s.value, names), s.origin)
     return s  # Break, Continue, Label, Goto, Comment: no names
 
 

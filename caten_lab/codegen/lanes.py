@@ -31,6 +31,7 @@ A float16 load ``w[off + r]`` (unit stride in ``r``; recognized on the typed Loa
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from itertools import chain
 from typing import Any
 
 from caten_lab.air.dtypes import DType
@@ -58,6 +59,9 @@ class LaneOptions:
         check_options(self)
 
 
+DEFAULTS = LaneOptions()
+
+
 def lane_count(k: int | None, narrow: int, o: LaneOptions) -> int:
     """Lanes for a reduction of length ``k`` (None: symbolic) whose narrowest load is ``narrow`` bytes."""
     lanes = max(o.min_lanes, o.vector_bytes // max(1, narrow))
@@ -67,14 +71,16 @@ def lane_count(k: int | None, narrow: int, o: LaneOptions) -> int:
     return lanes
 
 
-def _acc_type(fn: Function, acc: str) -> DType | None:
-    for s in walk(fn.body):
+def _acc_type(fn: Function, acc: str, body: tuple[Stmt, ...], i: int) -> DType | None:
+    """The declared type of scalar ``acc``: usually declared just before its loop, else anywhere."""
+    for s in chain(reversed(body[:i]), walk(fn.body)):  # lazily: the walk rarely runs
         if isinstance(s, Decl) and s.var == acc and s.size is None:
             return s.dtype
     return None
 
 
-def match(loop: Stmt, fn: Function, o: LaneOptions) -> tuple[Assign, DType, int] | None:
+def match(loop: Stmt, fn: Function, o: LaneOptions, body: tuple[Stmt, ...] = (), i: int = 0
+          ) -> tuple[Assign, DType, int] | None:
     """(the accumulator update, its type, the lane count) when ``loop`` is a single-accumulator float
     ``+`` reduction worth splitting."""
     if not isinstance(loop, For) or loop.role != "stage" or not loop.simd or len(loop.reduction) != 1:
@@ -94,7 +100,7 @@ def match(loop: Stmt, fn: Function, o: LaneOptions) -> tuple[Assign, DType, int]
         return None
     if acc in expr_names(v.args[1]) or any(acc in used_names(s) for s in loop.body if s is not up):
         return None
-    ct = _acc_type(fn, acc)
+    ct = _acc_type(fn, acc, body, i)
     if ct not in (F32, DType.float64):
         return None
     narrow = min([8, *(w for s in loop.body for w in load_widths(fn, s)), ct.itemsize])
@@ -168,9 +174,9 @@ def split_lanes(loop: For, up: Assign, ct: DType, lanes: int, fn: Function) -> l
 
 
 def rule_lanes(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
-    o: LaneOptions = ctx.options.get("lanes", LaneOptions())
+    o: LaneOptions = ctx.options.get("lanes", DEFAULTS)
     loop = body[i]
-    m = match(loop, ctx.function, o)
+    m = match(loop, ctx.function, o, body, i)
     if m is None:
         return None
     assert isinstance(loop, For)

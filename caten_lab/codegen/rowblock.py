@@ -95,6 +95,8 @@ class RowBlockOptions:
         check_options(self)
 
 
+DEFAULTS = RowBlockOptions()
+
 # ------------------------------------------------------------------------------------ tile sizes
 
 
@@ -116,7 +118,7 @@ def widens(wbytes: int, k: int | None, o: RowBlockOptions) -> bool:
 
 def register_tile(wbytes: int, k: int | None, o: RowBlockOptions | None = None) -> tuple[int, int]:
     """(rows, columns) of the register tile for ``wbytes``-byte weights and reduction length ``k``."""
-    o = o or RowBlockOptions()
+    o = o or DEFAULTS
     return register_tile_for(4 if widens(wbytes, k, o) else wbytes, o)
 
 
@@ -386,7 +388,7 @@ def _free(s: Stmt, p: _Plan) -> bool:
 
 
 def rule_rowblock(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
-    o: RowBlockOptions = ctx.options.get("rowblock", RowBlockOptions())
+    o: RowBlockOptions = ctx.options.get("rowblock", DEFAULTS)
     nest = match(ctx.function, body, i)
     if nest is None:
         return None
