@@ -185,8 +185,8 @@ class PassTrace:
             )
         prog = rec.kernel_before
         if prog is None:
-            if rec.kernel_after is not None and rewrite_index == n:
-                return rec.kernel_after  # the pass made the first kernel program (lowering)
+            if rec.kernel_after is not None and rewrite_index == n > 0:
+                return rec.kernel_after  # the pass made the first kernel program (lowering) and rewrote it
             raise self._no_program(rec, before=True)
         for k, rw in enumerate(rewrites[:rewrite_index]):
             try:
