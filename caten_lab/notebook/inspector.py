@@ -28,7 +28,10 @@ FALLBACK_MAX_NODES = 120  # the static fallback draws the final graph up to this
 
 
 class Inspector(anywidget.AnyWidget):
-    """Step through a compile: ``Inspector(program_or_trace, result=None, panes=None, title="")``."""
+    """Step through a compile: ``Inspector(program_or_trace, result=None, panes=None, title="", profile=None)``.
+
+    ``profile``: the rows of ``program.profile(inputs)``; codegen passes then show each kernel's time per call.
+    """
 
     _esm = STATIC / "inspector.js"
     _css = STATIC / "inspector.css"
@@ -43,6 +46,8 @@ class Inspector(anywidget.AnyWidget):
     focus_hops = traitlets.Int(0).tag(sync=True)
     node_cap = traitlets.Int(400).tag(sync=True)
     selected_node = traitlets.Int(-1).tag(sync=True)
+    kernel = traitlets.Unicode("").tag(sync=True)  # the function shown by a codegen pass's kernel view
+    kernel_line = traitlets.Int(-1).tag(sync=True)  # its selected listing line (1-based), -1: none
     play_interval_ms = traitlets.Int(700).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)  # written by the front-end after each render
     profile_png = traitlets.Unicode("").tag(sync=True)  # drawn on request (the Profile tab asks for it)
@@ -56,10 +61,11 @@ class Inspector(anywidget.AnyWidget):
         title: str = "",
         payload: dict[str, Any] | None = None,
         static_fallback: bool = True,
+        profile: list[dict] | None = None,
         **kwargs: Any,
     ) -> None:
         if payload is None:
-            payload = build_payload(source, result=result, title=title) if source is not None else {}
+            payload = build_payload(source, result=result, title=title, profile=profile) if source is not None else {}
         wanted = list(panes) if panes else list(ALL_PANES)
         bad = [p for p in wanted if p not in ALL_PANES]
         if bad:
@@ -141,6 +147,12 @@ class Inspector(anywidget.AnyWidget):
         self.selected_node = int(node_id)
         return self
 
+    def show_kernel(self, name: str, line: int = -1) -> Inspector:
+        """In a codegen pass, show function ``name`` of the kernel program (and select listing ``line``)."""
+        self.kernel = name
+        self.kernel_line = int(line)
+        return self
+
 
 def _interesting(p: dict[str, Any]) -> bool:
     """Shown even when unchanged passes are hidden: it changed the graph, failed, or produced artifacts."""
@@ -154,6 +166,7 @@ def build_payload(
     title: str = "",
     profile_chart: bool = False,
     highlight_c: bool = False,
+    profile: list[dict] | None = None,
 ) -> dict[str, Any]:
     """The Inspector's JSON document for a trace/program.
 
@@ -175,4 +188,5 @@ def build_payload(
         profile_png=profile_png(rows) if profile_chart else None,
         c_lines_html=c_lines_html(c_source) if (highlight_c and c_source) else None,
         title=title,
+        profile=profile,
     )

@@ -25,6 +25,7 @@ from caten_lab.codegen.kir import (
     Var,
 )
 from caten_lab.codegen.kir_walk import trip_count
+from caten_lab.codegen.render import render_program
 from caten_lab.passes import FunctionPass, PassContext, PassManager
 from caten_lab.passes.schedule import ScheduleKernels
 
@@ -58,11 +59,15 @@ def lower_function(name: str, out: str, ins: list[str], shape: tuple, nodes: tup
     inner = For("j", _i(0), _i(cols), _i(1), (store,), role="loop", origin=o)
     outer = For("i", _i(0), _i(rows), _i(1), (inner,), role="loop", origin=o)
     params = (Param(out, F32, buffer=out), *(Param(b, F32, const=True, buffer=b) for b in ins))
-    return Function(name, params, (outer,), meta=(("kernel_names", (name,)),), origin=o)
+    return Function(name, params, (outer,), meta=(("kernel_names", (name,)), ("toy", True)), origin=o)
 
 
 def toy_lower(graph: Graph, ctx: PassContext) -> None:
-    """The first kernel program, from the schedule (what helper 'lower' does for real)."""
+    """The first kernel program, from the schedule (what helper 'lower' does for real). A pipeline whose
+    own lowering already made a kernel program keeps it (appended to the default pipeline, the toy
+    passes then change nothing)."""
+    if ctx.artifacts.get("kernel_ir") is not None:
+        return
     sched = ctx.artifacts["schedule"]
     fns, calls = [], []
     buffers = list(sched.buffers)
@@ -102,9 +107,19 @@ def split_rule(body, i, rctx):  # noqa: ANN001, ANN201 - one loop becomes two ha
 def rule_pass(name: str, rules: list) -> FunctionPass:
     def run(graph: Graph, ctx: PassContext) -> None:
         prog = ctx.artifacts["kernel_ir"]
-        ctx.artifacts["kernel_ir"] = kir_rewrite.apply_rules(prog, rules, ctx.options, ctx.rewrites)
+        ctx.artifacts["kernel_ir"] = kir_rewrite.apply_rules(prog, rules, ctx.options, ctx.rewrites,
+                                                             functions=lambda f: bool(f.get("toy")))
 
     return FunctionPass(name, f"test codegen pass {name}", run)
+
+
+def render(graph: Graph, ctx: PassContext) -> None:
+    """The lead's renderer over the final kernel program; the artifacts the Inspector reads."""
+    r = render_program(ctx.artifacts["kernel_ir"])
+    ctx.artifacts["c_source"] = r.source
+    ctx.artifacts["source_map"] = r.source_map
+    ctx.artifacts["kernel_lines"] = r.kernel_lines
+    ctx.artifacts["line_paths"] = r.line_paths
 
 
 def codegen_passes() -> list:
@@ -115,6 +130,18 @@ def codegen_passes() -> list:
         rule_pass("unroll", [("unroll_small", unroll_rule)]),
         rule_pass("parallel", [("parallel_outer", parallel_rule)]),
         FunctionPass("memory_plan", "reads the kernel program, changes nothing", lambda g, ctx: None),
+        FunctionPass("render", "render the kernel program to C", render),
+    ]
+
+
+def toy_codegen_passes() -> list:
+    """The toy lowering and its rule passes, to append to the compiler's default pipeline: the real
+    program and its C are untouched, the trace gains codegen passes over a kernel program."""
+    return [
+        FunctionPass("toy_lower", "toy lowering of the schedule to the kernel IR", toy_lower),
+        rule_pass("toy_split", [("split_half", split_rule)]),
+        rule_pass("toy_unroll", [("unroll_small", unroll_rule)]),
+        rule_pass("toy_parallel", [("parallel_outer", parallel_rule)]),
     ]
 
 

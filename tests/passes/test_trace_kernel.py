@@ -38,7 +38,7 @@ def traced():
 
 def test_codegen_records_hold_kernel_programs(traced):
     tr = traced.trace
-    assert tr.kernel_passes() == ["lower", "split", "unroll", "parallel", "memory_plan"]
+    assert tr.kernel_passes() == ["lower", "split", "unroll", "parallel", "memory_plan", "render"]
     sched, lower, split = tr["schedule"], tr["lower"], tr["split"]
     assert not sched.is_codegen and sched.kernel_before is None and sched.kernel_after is None
     assert lower.kernel_before is None and lower.kernel_after is not None and lower.changed
