@@ -75,10 +75,10 @@ class KernelTables:
         linked = id(f) in self._rendered
         for text, at in zip(listing.lines, listing.paths):
             lines.append(self._intern_line(text))
-            if at is None:
+            if at is None:  # FUNCTION / ENDFUNCTION: the function itself (its C signature and closing brace)
                 origins.append(self._intern_origin(tuple(f.origin.nodes)))
                 paths.append("")
-                c_lines.append([])
+                c_lines.append(self._c_paths.get((f.name, ""), []) if linked and text.startswith("FUNCTION") else [])
                 continue
             key = path_key(at[1])
             s = stmts.get(key)
