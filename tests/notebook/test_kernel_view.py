@@ -11,7 +11,7 @@ import pytest
 
 from caten_lab.air.dtypes import DType
 from caten_lab.codegen import kir_rewrite
-from caten_lab.codegen.kir import Assign, Const, For, Function, Var
+from caten_lab.codegen.kir import Assign, Const, For, Function
 from caten_lab.frontend import build_graph, placeholder
 from caten_lab.notebook.inspector import Inspector, build_payload
 from caten_lab.notebook.kernel_view import KernelTables, loop_nest
