@@ -199,12 +199,13 @@ def kernel_pass_view(rec: Any, tables: KernelTables, profile: Sequence[dict] | N
             "calls": None if t is None else t[1],
         })
     removed = [name for name in old if after is None or all(f.name != name for f in after.functions)]
-    steps, note = _steps(rec, before, rewrites, tables)
+    steps, note = _steps(before, after, rewrites, tables)
     return {"functions": fns, "removed": removed, "steps": steps, "steps_note": note,
             "n_steps": len(rewrites), "profiled": bool(times)}
 
 
-def _steps(rec: Any, before: Program | None, rewrites: list[Any], tables: KernelTables) -> tuple[list[dict], str]:
+def _steps(before: Program | None, after: Program | None, rewrites: list[Any],
+           tables: KernelTables) -> tuple[list[dict], str]:
     if not rewrites:
         return [], ""
     if before is None:
@@ -212,6 +213,8 @@ def _steps(rec: Any, before: Program | None, rewrites: list[Any], tables: Kernel
     if len(rewrites) > MAX_KERNEL_STEPS:
         return [], f"{len(rewrites)} rewrites (too many to step)"
     cur = {f.name: f for f in before.functions}
+    final = {f.name: f for f in after.functions} if after is not None else {}
+    last = {rw.function: k for k, rw in enumerate(rewrites)}
     steps = []
     for k, rw in enumerate(rewrites):
         f = cur.get(rw.function)
@@ -221,6 +224,8 @@ def _steps(rec: Any, before: Program | None, rewrites: list[Any], tables: Kernel
             new = apply_one(Program((f,)), rw).functions[0]
         except (ValueError, KeyError, IndexError, AttributeError) as exc:
             return steps, f"rewrite {k + 1} ({rw.rule}) does not replay: {exc}"
+        if last[rw.function] == k and final.get(rw.function) == new:
+            new = final[rw.function]  # the recorded object itself: its listing links to the rendered C
         hl_b, hl_a = tables.changed_lines(f, new, rw.after)
         steps.append({"rule": rw.rule, "loc": getattr(rw, "location", "") or "", "fn": rw.function,
                       "before": tables.state(f), "after": tables.state(new), "hl_before": hl_b, "hl_after": hl_a})

@@ -21,10 +21,18 @@ export function makeKernelView(ctx) {
       for (const cl of cls) if (!cToKir.has(cl)) cToKir.set(cl, { fn: st.fn, line: li + 1 });
     });
   });
+  // the pass whose program was rendered: the last codegen pass that changed it (else the last codegen pass)
   const lastKirPass = (() => {
-    for (let i = data.passes.length - 1; i >= 0; i--) if (data.passes[i].kir) return i;
-    return -1;
+    let last = -1;
+    for (let i = data.passes.length - 1; i >= 0; i--) {
+      const p = data.passes[i];
+      if (!p.kir) continue;
+      if (last < 0) last = i;
+      if (p.kir.functions.some((f) => f.changed)) return i;
+    }
+    return last;
   })();
+  const CLOSERS = new Set(["ENDFOR", "ENDIF", "ENDWHILE", "ELSE", "ENDFUNCTION"]);
   let nodeIndex = null;
   function nodeToKir(id) {
     if (lastKirPass < 0) return [];
@@ -33,7 +41,7 @@ export function makeKernelView(ctx) {
       for (const f of data.passes[lastKirPass].kir.functions) {
         const st = kir.states[f.after];
         st.origins.forEach((oi, li) => {
-          if (oi < 0 || !st.paths[li]) return;
+          if (oi < 0 || !st.paths[li] || CLOSERS.has(kir.lines[st.lines[li]].trim())) return;
           for (const n of kir.origins[oi]) {
             if (!nodeIndex.has(n)) nodeIndex.set(n, []);
             const list = nodeIndex.get(n);

@@ -146,6 +146,10 @@ def test_statements_link_to_air_nodes_and_c_lines(run):
     assert covered == {ln for ln, at in enumerate(line_paths, start=1) if at is not None}
     # listings of programs that were not rendered link to C only through their AIR nodes
     assert all(st["c"] is None for st in kir["states"] if st not in rendered)
+    # the last step of a function shows the recorded program itself, linked to C like the whole pass
+    par = next(q for q in p["passes"] if q["name"] == "parallel")["kir"]
+    last_k0 = [st for st in par["steps"] if st["fn"] == "k0_mul_exp2_add_recip"][-1]
+    assert last_k0["after"] == par["functions"][0]["after"] and kir["states"][last_k0["after"]]["c"] is not None
 
 
 def test_kernel_list_summaries_and_times(run):
