@@ -38,13 +38,12 @@ def _i(v: int) -> Const:
 
 
 def _dims(shape: tuple) -> tuple[int, int]:
+    """(rows, cols): every dimension but the last, and the last (symbolic ones count as 1)."""
     dims = [d if isinstance(d, int) else 1 for d in shape] or [1]
-    if len(dims) == 1:
-        return 1, dims[0]
-    cols = 1
-    for d in dims[1:]:
-        cols *= d
-    return dims[0], cols
+    rows = 1
+    for d in dims[:-1]:
+        rows *= d
+    return rows, dims[-1]
 
 
 def lower_function(name: str, out: str, ins: list[str], shape: tuple, nodes: tuple[int, ...]) -> Function:
@@ -82,8 +81,8 @@ def unroll_rule(body, i, rctx):  # noqa: ANN001, ANN201 - a kir_rewrite rule
     s = body[i]
     if isinstance(s, For) and s.unroll == 0 and rctx.loops:
         n = trip_count(s)
-        if n is not None and 1 < n <= 8:
-            return 1, (replace(s, unroll=n),)
+        if n is not None and 1 < n <= 64:
+            return 1, (replace(s, unroll=min(n, 8)),)
     return None
 
 
