@@ -635,7 +635,7 @@ function render({ model, el }) {
     const pi = model.get("pass_index");
     const p = data.passes[pi];
     const k = model.get("rewrite_index");
-    if (k >= 1 && p.rewrites.length) {
+    if (k >= 1 && k <= p.rewrites.length) {
       return { before: replayer.state(pi, k - 1), after: replayer.state(pi, k), rewrite: p.rewrites[k - 1] };
     }
     const before = p.before === null ? null : stateFromGraph(data, p.before);
@@ -728,7 +728,9 @@ function render({ model, el }) {
     root.dataset.state = "rendering";
     const pi = model.get("pass_index");
     const p = data.passes[pi];
-    const k = model.get("rewrite_index");
+    // a step index left over from another pass (the pass changes first, then its step) means the whole pass
+    const k0 = model.get("rewrite_index");
+    const k = k0 > nSteps(p) ? -1 : k0;
     passSlider.value = String(pi);
     passLabel.textContent = `${pi}/${data.passes.length - 1} ${p.name}${p.changed ? "" : " (no change)"}${p.error ? " — FAILED" : ""}`;
     const ns = nSteps(p);
@@ -1047,8 +1049,8 @@ function render({ model, el }) {
     scrollWithin,
     gotoC,
     showNode: (id) => {
-      model.set("pass_index", graphPassFor());
       model.set("rewrite_index", -1);
+      model.set("pass_index", graphPassFor());
       model.save_changes();
       gotoNode(id);
     },

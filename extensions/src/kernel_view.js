@@ -70,7 +70,7 @@ export function makeKernelView(ctx) {
   function current(pi, k) {
     const p = data.passes[pi];
     const fns = p.kir.functions;
-    const step = k >= 1 ? p.kir.steps[k - 1] : null;
+    const step = (k >= 1 && p.kir.steps[k - 1]) || null;
     let name = step ? step.fn : model.get("kernel");
     if (!fns.some((f) => f.name === name)) name = (fns.find((f) => f.changed) || fns[0] || { name: "" }).name;
     const f = fns.find((x) => x.name === name) || null;
@@ -200,8 +200,8 @@ export function makeKernelView(ctx) {
   function gotoKir(fn, line) {
     if (lastKirPass < 0) return;
     local.side = "after";
-    model.set("pass_index", lastKirPass);
     model.set("rewrite_index", -1);
+    model.set("pass_index", lastKirPass);
     model.set("kernel", fn);
     model.set("kernel_line", line);
     model.save_changes();
