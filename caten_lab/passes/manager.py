@@ -17,9 +17,7 @@ from typing import Any
 from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.errors import CatenError, CompileError
 from caten_lab.passes.base import Pass, PassContext
-from caten_lab.passes.trace import PassRecord, PassTrace
-
-KERNEL_IR = "kernel_ir"  # the artifact key of the kernel program codegen passes read and write
+from caten_lab.passes.trace import KERNEL_IR, PassRecord, PassTrace
 
 
 @dataclass

@@ -25,6 +25,7 @@ from caten_lab.air.serialize import to_json as graph_to_json
 from caten_lab.air.value import Value
 from caten_lab.errors import CompileError
 
+KERNEL_IR = "kernel_ir"  # the ctx.artifacts key of the kernel program codegen passes read and write
 TRACE_FORMAT = "caten_lab.passtrace"
 TRACE_VERSION = 1
 

@@ -169,3 +169,18 @@ def test_bisect_blames_a_codegen_pass_that_breaks_the_graph_without_stepping_its
     assert not res.ok and res.stage == "pass" and res.pass_name == "bad_codegen"
     assert res.rewrite_index is None and res.max_abs_err > 0
     assert res.trace["bad_codegen"].kernel_rewrites and not res.trace["bad_codegen"].graph_rewrites
+
+
+def test_debugger_steps_over_codegen_passes_and_records_their_kernel_programs():
+    kp = kernel_passes
+    pm = pipeline()
+    for p in kp.codegen_passes():
+        pm.append(p)
+    dbg = PassDebugger(small_graph(), pm)
+    dbg.run_to("unroll")
+    rec = dbg.records[-1]
+    assert rec.name == "unroll" and rec.kernel_rewrites and rec.changed  # finished in one step
+    assert rec.kernel_before is dbg.records[-2].kernel_after and rec.kernel_after is dbg.ctx.artifacts["kernel_ir"]
+    assert "unroll(" in rec.kernel_after.text() and "unroll(" not in rec.kernel_before.text()
+    dbg.run_all()
+    assert not dbg.records[-2].changed and dbg.records[-2].name == "memory_plan"
