@@ -290,9 +290,9 @@ CASES: list[Case] = [
 ]
 
 
-from bad_inputs import caches, frontend, loaders, runtime, workflow  # noqa: E402
+from bad_inputs import caches, frontend, loaders, runtime, trace, workflow  # noqa: E402
 
-CASES = CASES + runtime.CASES + caches.CASES + loaders.CASES + workflow.CASES + frontend.CASES
+CASES = CASES + runtime.CASES + caches.CASES + loaders.CASES + workflow.CASES + frontend.CASES + trace.CASES
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from caten_lab.errors import CatenError
 from caten_lab.notebook.c_highlight import c_lines_html
 from caten_lab.notebook.payload import trace_payload
 from caten_lab.notebook.profile_chart import profile_png
@@ -149,9 +150,27 @@ class Inspector(anywidget.AnyWidget):
 
     def show_kernel(self, name: str, line: int = -1) -> Inspector:
         """In a codegen pass, show function ``name`` of the kernel program (and select listing ``line``)."""
+        names = self.kernel_names
+        if name not in names:
+            raise CatenError(
+                f"show_kernel: no function {name!r} in the kernel programs of this trace",
+                hint=f"functions: {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}" if names
+                else "no pass of this trace ran on a kernel program (codegen passes record ctx.artifacts['kernel_ir'])",
+            )
+        if isinstance(line, bool) or not isinstance(line, int) or (line < 1 and line != -1):
+            raise CatenError(f"show_kernel: line must be a listing line number >= 1 (or -1: none), not {line!r}")
         self.kernel = name
         self.kernel_line = int(line)
         return self
+
+    @property
+    def kernel_names(self) -> list[str]:
+        """Every function of the kernel programs the trace recorded, in first-seen order."""
+        seen: dict[str, None] = {}
+        for p in self._payload.get("passes", []):
+            for f in (p.get("kir") or {}).get("functions", []):
+                seen.setdefault(f["name"], None)
+        return list(seen)
 
 
 def _interesting(p: dict[str, Any]) -> bool:

@@ -42,6 +42,12 @@ class PassManager:
     ) -> None:
         self.passes: list[Pass] = []
         self.verify = verify
+        if kernel_check is not None and not callable(kernel_check):
+            raise CompileError(
+                f"kernel_check must be a function of the kernel program, not {type(kernel_check).__name__} "
+                f"{kernel_check!r:.60}",
+                hint="PassManager(passes, verify=True, kernel_check=caten_lab.codegen.kir_check.validate)",
+            )
         self.kernel_check = kernel_check
         for p in passes:
             self._check(p)

@@ -148,7 +148,7 @@ class PassTrace:
         recorded rewrites (e.g. re-sorting) is rebuilt up to node order; ``rewrite_index=None`` always
         returns exactly the recorded ``after``.
         """
-        rec = self[pass_index] if isinstance(pass_index, str) else self._record(pass_index)
+        rec = self._record(pass_index)
         if rewrite_index is None:
             return (rec.after if rec.after is not None else rec.before).copy()
         rewrites = rec.graph_rewrites
@@ -170,7 +170,7 @@ class PassTrace:
         ``kernel_after``. Programs are immutable: the result is shared with the trace, print it with
         ``.text()``. A pass that ran before lowering has no kernel program (CompileError).
         """
-        rec = self[pass_index] if isinstance(pass_index, str) else self._record(pass_index)
+        rec = self._record(pass_index)
         if rewrite_index is None:
             prog = rec.kernel_after if rec.kernel_after is not None else rec.kernel_before
             if prog is None:
@@ -217,7 +217,12 @@ class PassTrace:
                   if have else "no pass of this trace produced ctx.artifacts['kernel_ir']"),
         )
 
-    def _record(self, i: int) -> PassRecord:
+    def _record(self, i: int | str) -> PassRecord:
+        if isinstance(i, str):
+            for r in self.records:
+                if r.name == i:
+                    return r
+            raise CompileError(f"no pass named {i!r} in this trace", hint=f"passes: {', '.join(self.names())}")
         if not -len(self.records) <= i < len(self.records):
             raise CompileError(
                 f"pass index {i} is out of range: the trace has {len(self.records)} passes",
