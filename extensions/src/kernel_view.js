@@ -89,7 +89,7 @@ export function makeKernelView(ctx) {
         h("td", { class: "ci-kir-kname", text: f.name }),
         h("td", { class: "ci-kir-loops", text: f.loops || "–" }),
         h("td", { text: String(f.stmts) }),
-        h("td", { text: per === null ? "–" : `${fmtTime(per)}${f.calls > 1 ? ` ×${f.calls}` : ""}` }),
+        h("td", { text: per === null ? "–" : `${per < 1e-6 ? `${(per * 1e9).toFixed(0)} ns` : fmtTime(per)}${f.calls > 1 ? ` ×${f.calls}` : ""}` }),
         h("td", { class: "ci-kir-mark", text: f.changed ? "changed" : "" })
       );
       tbl.append(row);
