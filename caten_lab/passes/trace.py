@@ -303,6 +303,9 @@ class PassTrace:
             }
             if r.is_codegen:
                 d["kernel_rewrites"] = len(r.kernel_rewrites)
+            fusion = r.artifacts.get("fusion")
+            if isinstance(fusion, list):  # the scheduler's decisions (passes/fusion.py): small records
+                d["fusion"] = [x.to_json() for x in fusion if hasattr(x, "to_json")]
             if graphs:
                 d["before"] = graph_to_json(r.before)
                 d["after"] = graph_to_json(r.after) if r.after is not None else None

@@ -13,6 +13,7 @@ from caten_lab.air.dtypes import DType
 from caten_lab.codegen import kir_rewrite
 from caten_lab.codegen.kir import Assign, Const, For, Function
 from caten_lab.frontend import build_graph, placeholder
+from caten_lab.notebook import kernel_view
 from caten_lab.notebook.inspector import Inspector, build_payload
 from caten_lab.notebook.kernel_view import KernelTables, loop_nest
 from caten_lab.passes import FunctionPass
@@ -198,3 +199,12 @@ def test_widget_shows_kernels(run):
     w.goto("unroll").show_kernel("k2_max", 3)
     assert (w.pass_index, w.kernel, w.kernel_line) == (w.pass_names.index("unroll"), "k2_max", 3)
     assert json.loads(w.data_json)["passes"][w.pass_index]["kir"]["n_steps"] == 3
+
+
+def test_a_pass_with_too_many_rewrites_is_not_stepped(run, monkeypatch):
+    res, _ = run
+    monkeypatch.setattr(kernel_view, "MAX_KERNEL_STEPS", 2)
+    p = build_payload(res.trace)
+    par = next(q for q in p["passes"] if q["name"] == "parallel")["kir"]
+    assert par["steps"] == [] and par["n_steps"] == 4 and par["steps_note"] == "4 rewrites (too many to step)"
+    assert [f["changed"] for f in par["functions"]] == [True, True, True]  # the whole pass is still shown

@@ -261,3 +261,23 @@ def test_lower_function_validates():
     f = lower_function("k", "out", ["a", "b"], (2, 3), (1, 2))
     validate(Program((f,)))
     assert isinstance(f.body[0], For) and f.body[0].body[0].origin.nodes == (1, 2)
+
+
+def test_a_rebuilt_but_equal_program_is_not_a_change():
+    def rebuild(graph, ctx):  # noqa: ANN001, ANN202 - new objects, same program
+        prog = ctx.artifacts["kernel_ir"]
+        ctx.artifacts["kernel_ir"] = prog.with_functions([replace(f) for f in prog.functions])
+
+    pm = kernel_pipeline()
+    pm.insert("lower", FunctionPass("rebuild", "rebuilds the program unchanged", rebuild))
+    tr = pm.run(three_kernels(), trace=True).trace
+    rec = tr["rebuild"]
+    assert rec.kernel_after is not rec.kernel_before and rec.kernel_after == rec.kernel_before
+    assert not rec.kernel_changed and not rec.changed
+
+
+def test_fusion_log_in_the_trace_json(traced):
+    doc = json.loads(traced.trace.dumps(graphs=False))
+    sched = next(r for r in doc["records"] if r["name"] == "schedule")
+    assert sched["fusion"] == [d.to_json() for d in traced.trace["schedule"].artifacts["fusion"]]
+    assert "fusion" in sched["artifacts"] and all("fusion" not in r for r in doc["records"] if r is not sched)
