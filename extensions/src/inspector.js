@@ -1034,10 +1034,12 @@ function render({ model, el }) {
   // ---- kernel view (codegen passes): kernel_view.js
   const fusion = data.fusion || [];
   const fusionOf = new Map(fusion.map((d) => [d.node, d]));
-  // an AIR node clicked in a kernel listing: show it in the last graph pass that has it (before lowering)
+  // an AIR node clicked in a kernel listing: show it in the scheduled graph (kernel frames, fusion log),
+  // else in the last graph pass before lowering
   const graphPassFor = () => {
+    if (scheduleAt >= 0) return scheduleAt;
     const firstKir = data.passes.findIndex((p) => p.kir);
-    return firstKir > 0 ? firstKir - 1 : Math.max(0, scheduleAt);
+    return Math.max(0, firstKir - 1);
   };
   const kview = makeKernelView({
     data,

@@ -200,6 +200,8 @@ def _step_codegen_passes(page, assets: Path, step_ms: list[float]) -> dict:
         timeout=120_000,
     )
     assert kv.locator(".ci-goto-kir").count() >= 1, "a node's details link to its kernel-IR statements"
+    assert "fusion" in kv.locator(".ci-node-table").inner_text()  # the scheduler's decision for the node
+    assert kv.locator(".ci-fusion").inner_text().startswith("fusion: ")  # the schedule's fusion log
     kv.locator(".ci-goto-kir").first.click()
     _wait_ready(page, nth=nth)
     page.wait_for_function(
