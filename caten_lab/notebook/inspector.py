@@ -77,7 +77,8 @@ class Inspector(anywidget.AnyWidget):
         self._title = title
         self.on_msg(self._on_front_end_msg)
         if payload.get("passes"):
-            first_changed = next((i for i, p in enumerate(payload["passes"]) if p["changed"]), 0)
+            # the first pass that changed the graph (codegen passes, which change the kernel program, come later)
+            first_changed = next((i for i, p in enumerate(payload["passes"]) if p["changed"] and not p.get("kir")), 0)
             self.pass_index = first_changed
 
     @traitlets.validate("view")

@@ -17,6 +17,7 @@ from caten_lab.notebook import kernel_view
 from caten_lab.notebook.inspector import Inspector, build_payload
 from caten_lab.notebook.kernel_view import KernelTables, loop_nest
 from caten_lab.passes import FunctionPass
+from caten_lab.passes.simplify import simplify_pass
 
 from .conftest import kernel_passes
 
@@ -208,3 +209,15 @@ def test_a_pass_with_too_many_rewrites_is_not_stepped(run, monkeypatch):
     par = next(q for q in p["passes"] if q["name"] == "parallel")["kir"]
     assert par["steps"] == [] and par["n_steps"] == 4 and par["steps_note"] == "4 rewrites (too many to step)"
     assert [f["changed"] for f in par["functions"]] == [True, True, True]  # the whole pass is still shown
+
+
+def test_the_inspector_opens_on_the_first_pass_that_changed_the_graph(run):
+    res, _ = run  # simplify is not in this pipeline: no graph pass changes anything
+    w = Inspector(res.trace)
+    assert w.pass_index == 0 and w.pass_names[0] == "schedule"
+    x = placeholder((4, 8), name="x")
+    g, _ = build_graph([(x * 1.0).exp()])  # simplify drops the * 1.0
+    tr = kernel_passes.kernel_pipeline([FunctionPass("noop", "nothing", lambda g, c: None), simplify_pass()]).run(
+        g, trace=True).trace
+    assert tr["simplify"].changed and tr["lower"].changed
+    assert Inspector(tr).pass_index == tr.names().index("simplify")
