@@ -151,7 +151,7 @@ def _step_codegen_passes(page, assets: Path, step_ms: list[float]) -> dict:
     kv.locator(".ci-first").click()
     _wait_ready(page, pass_index=0, nth=nth)
     mode = lambda: page.evaluate(f"() => document.querySelectorAll('.caten-inspector')[{nth}].dataset.mode")  # noqa: E731
-    kernel_passes, stepped, changed_passes = [], 0, 0
+    kernel_passes, stepped, changed_passes, with_steps = [], 0, 0, []
     for i in range(n_passes):
         if i:
             kv.locator(".ci-next").click()
@@ -165,6 +165,7 @@ def _step_codegen_passes(page, assets: Path, step_ms: list[float]) -> dict:
         if n_rw == 0:
             continue
         changed_passes += 1
+        with_steps.append(i)
         kv.locator(".ci-view").select_option("side")
         _wait_ready(page, pass_index=i, nth=nth)
         for k in range(1, min(n_rw, 15) + 1):
@@ -181,9 +182,11 @@ def _step_codegen_passes(page, assets: Path, step_ms: list[float]) -> dict:
 
     # a changed statement: its AIR nodes and its C lines; the node in the graph; back to the kernel IR
     last = kernel_passes[-1]
-    kv.locator(f".ci-pass[data-index='{kernel_passes[2]}']").click()
-    _wait_ready(page, pass_index=kernel_passes[2], nth=nth)
-    kv.locator(".ci-kir-listing[data-side='after'] .ci-kir-row.ci-kir-add").first.click()
+    kv.locator(f".ci-pass[data-index='{with_steps[0]}']").click()
+    _wait_ready(page, pass_index=with_steps[0], nth=nth)
+    kv.locator(".ci-rw-next").click()
+    _wait_ready(page, pass_index=with_steps[0], rewrite=1, nth=nth)
+    kv.locator(".ci-kir-row.ci-kir-add, .ci-kir-row.ci-kir-del").first.click()
     kv.locator(".ci-kir-stmt").wait_for(timeout=10_000)
     details = kv.locator(".ci-details").inner_text()
     assert "AIR nodes" in details and "C lines" in details
