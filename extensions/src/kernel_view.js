@@ -87,7 +87,7 @@ export function makeKernelView(ctx) {
         "tr",
         { class: `ci-kir-k${f.name === cur.name ? " current" : ""}${f.changed ? " changed" : ""}`, "data-kernel": f.name, title: f.kernels.join(", "), onclick: () => select(f.name) },
         h("td", { class: "ci-kir-kname", text: f.name }),
-        h("td", { class: "ci-kir-loops", text: f.loops || "–" }),
+        h("td", { class: "ci-kir-loops", text: f.loops || "–", title: f.loops || "" }),
         h("td", { text: String(f.stmts) }),
         h("td", { text: per === null ? "–" : `${per < 1e-6 ? `${(per * 1e9).toFixed(0)} ns` : fmtTime(per)}${f.calls > 1 ? ` ×${f.calls}` : ""}` }),
         h("td", { class: "ci-kir-mark", text: f.changed ? "changed" : "" })
@@ -141,7 +141,8 @@ export function makeKernelView(ctx) {
     const showAfter = view !== "before";
     const head = h("div", { class: "ci-kir" });
     head.append(h("div", { class: "ci-caption", text: `kernel program · ${cur.p.kir.functions.length} functions${cur.p.kir.removed.length ? ` · removed ${cur.p.kir.removed.join(", ")}` : ""}${cur.p.kir.profiled ? "" : " · run program.profile() for times"}` }));
-    head.append(kernelTable(cur));
+    const tableBox = h("div", { class: "ci-kir-table" }, kernelTable(cur));
+    head.append(tableBox);
     const panes = h("div", { class: "ci-kir-panes" });
     const scrolls = [];
     const caption = cur.step ? `rewrite ${k}: ${cur.step.rule}` : "whole pass";
@@ -159,6 +160,7 @@ export function makeKernelView(ctx) {
     head.append(panes);
     graphEl.replaceChildren(head);
     for (const [box, first] of scrolls) if (first) scrollWithin(box, first, true);
+    scrollWithin(tableBox, tableBox.querySelector(".ci-kir-k.current"), false);
     renderDetails(cur, k);
     return { kernel: cur.name, hl_after: cur.hlAfter, hl_before: cur.hlBefore, lines: cur.after !== null && cur.after !== undefined ? kir.states[cur.after].lines.length : 0 };
   }
