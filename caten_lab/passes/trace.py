@@ -98,11 +98,23 @@ class PassRecord:
             "changed": changed,
         }
 
+    def kernel_diff(self) -> dict[str, list[str]]:
+        """Names of the kernel-IR functions the pass ``added``, ``removed`` and ``changed`` (structurally)."""
+        old = {f.name: f for f in self.kernel_before.functions} if self.kernel_before is not None else {}
+        after = self.kernel_after if self.kernel_after is not None else self.kernel_before
+        new = {f.name: f for f in after.functions} if after is not None else {}
+        return {
+            "added": [n for n in new if n not in old],
+            "removed": [n for n in old if n not in new],
+            "changed": [n for n, f in new.items() if n in old and old[n] is not f and old[n] != f],
+        }
+
     def __repr__(self) -> str:
         status = f" FAILED: {self.error}" if self.error else ""
+        kind = f" ({len(self.kernel_rewrites)} kernel IR)" if self.is_codegen else ""
         return (
             f"<PassRecord #{self.index} {self.name}: {self.wall_s * 1e3:.2f} ms, "
-            f"{self.nodes_before}->{self.nodes_after} nodes, {len(self.rewrites)} rewrites{status}>"
+            f"{self.nodes_before}->{self.nodes_after} nodes, {len(self.rewrites)} rewrites{kind}{status}>"
         )
 
 

@@ -281,3 +281,13 @@ def test_fusion_log_in_the_trace_json(traced):
     sched = next(r for r in doc["records"] if r["name"] == "schedule")
     assert sched["fusion"] == [d.to_json() for d in traced.trace["schedule"].artifacts["fusion"]]
     assert "fusion" in sched["artifacts"] and all("fusion" not in r for r in doc["records"] if r is not sched)
+
+
+def test_kernel_diff_names_the_functions_a_pass_changed(traced):
+    tr = traced.trace
+    assert tr["lower"].kernel_diff() == {"added": [f.name for f in tr["lower"].kernel_after.functions],
+                                         "removed": [], "changed": []}
+    assert tr["unroll"].kernel_diff() == {"added": [], "removed": [], "changed": ["k0_mul_exp2_add_recip", "k2_max"]}
+    assert tr["memory_plan"].kernel_diff() == {"added": [], "removed": [], "changed": []}
+    assert tr["simplify"].kernel_diff() == {"added": [], "removed": [], "changed": []}
+    assert repr(tr["unroll"]).endswith("3 rewrites (3 kernel IR)>") and "kernel IR" not in repr(tr["simplify"])
