@@ -25,6 +25,7 @@ from caten_lab.codegen.kir_rewrite import apply_one
 from caten_lab.codegen.kir_walk import trip_count, walk, walk_paths
 
 MAX_KERNEL_STEPS = 5_000  # beyond this a codegen pass's rewrites are counted, not steppable
+MAX_STEP_LINES = 1_000_000  # listing lines all steps of one pass may add (a rewrite in a huge function)
 CLOSERS = frozenset({"ENDFOR", "ENDIF", "ENDWHILE", "ELSE"})
 
 
@@ -216,8 +217,11 @@ def _steps(before: Program | None, after: Program | None, rewrites: list[Any],
     final = {f.name: f for f in after.functions} if after is not None else {}
     last = {rw.function: k for k, rw in enumerate(rewrites)}
     steps = []
+    budget = MAX_STEP_LINES
     for k, rw in enumerate(rewrites):
         f = cur.get(rw.function)
+        if budget <= 0:
+            return steps, f"rewrites {k + 1}..{len(rewrites)} not steppable: their listings exceed {MAX_STEP_LINES} lines"
         try:
             if f is None:
                 raise KeyError(f"no function {rw.function!r}")
@@ -227,6 +231,7 @@ def _steps(before: Program | None, after: Program | None, rewrites: list[Any],
         if last[rw.function] == k and final.get(rw.function) == new:
             new = final[rw.function]  # the recorded object itself: its listing links to the rendered C
         hl_b, hl_a = tables.changed_lines(f, new, rw.after)
+        budget -= len(tables.states[tables.state(new)]["lines"])
         steps.append({"rule": rw.rule, "loc": getattr(rw, "location", "") or "", "fn": rw.function,
                       "before": tables.state(f), "after": tables.state(new), "hl_before": hl_b, "hl_after": hl_a})
         cur[rw.function] = new

@@ -6,6 +6,8 @@
 // The payload's "kir" tables are documented in caten_lab/notebook/kernel_view.py.
 import { h } from "./dom.js";
 
+const MAX_ROWS = 3000; // listing rows drawn at once
+
 export function makeKernelView(ctx) {
   const { data, model, graphEl, detailEl, nodeToC, fmtTime, scrollWithin, gotoC, showNode } = ctx;
   const kir = data.kir || { lines: [], origins: [], states: [] };
@@ -114,7 +116,14 @@ export function makeKernelView(ctx) {
     const selLine = local.side === side ? model.get("kernel_line") : -1;
     let first = null;
     let selected = null;
-    kir.states[si].lines.forEach((li, k) => {
+    // a very long function (a generated action) is drawn as a window around what matters
+    const all = kir.states[si].lines;
+    const focus = selLine > 0 ? selLine : hl.length ? hl[0] : 1;
+    const lo = all.length > MAX_ROWS ? Math.max(0, Math.min(focus - 1 - MAX_ROWS / 2, all.length - MAX_ROWS)) : 0;
+    const hi = Math.min(all.length, lo + MAX_ROWS);
+    if (lo > 0 || hi < all.length) box.append(h("div", { class: "ci-hint", text: `lines ${lo + 1}–${hi} of ${all.length}` }));
+    all.slice(lo, hi).forEach((li, j) => {
+      const k = lo + j;
       const ln = k + 1;
       const row = h(
         "div",

@@ -221,3 +221,10 @@ def test_the_inspector_opens_on_the_first_pass_that_changed_the_graph(run):
         g, trace=True).trace
     assert tr["simplify"].changed and tr["lower"].changed
     assert Inspector(tr).pass_index == tr.names().index("simplify")
+
+
+def test_steps_stop_at_the_listing_budget(run, monkeypatch):
+    res, _ = run
+    monkeypatch.setattr(kernel_view, "MAX_STEP_LINES", 20)  # k0's listing has 12 lines: two steps fit
+    par = next(q for q in build_payload(res.trace)["passes"] if q["name"] == "parallel")["kir"]
+    assert len(par["steps"]) == 2 and par["steps_note"] == "rewrites 3..4 not steppable: their listings exceed 20 lines"
