@@ -20,6 +20,7 @@ from caten_lab.errors import CatenError
 from caten_lab.notebook.c_highlight import c_lines_html
 from caten_lab.notebook.profile_chart import profile_png
 from caten_lab.notebook.sources import trace_and_program
+from caten_lab.passes.fusion import fusion_summary
 
 ADDED = "#86efac"
 CHANGED = "#fdba74"
@@ -153,6 +154,9 @@ def show(
         kernel = bool(getattr(rec, "is_codegen", False) and getattr(rec, "kernel_changed", False))
         if kernel:  # a codegen pass changed the kernel program: its listing, not the (same) graph again
             parts.append(_kernel_html(rec))
+        fusion = (getattr(rec, "artifacts", None) or {}).get("fusion")
+        if isinstance(fusion, list) and fusion:  # the scheduler's decisions: every kernel root and why
+            parts.append(f"<pre style='max-height:240px;overflow:auto'>{esc(fusion_summary(fusion))}</pre>")
         if (graphs == "changed" and ((rec.changed and not kernel) or last)) or (graphs == "last" and last):
             parts.append(_graph_html(rec, after, use_svg, max_nodes))
         parts.append("</details>")

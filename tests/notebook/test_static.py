@@ -83,3 +83,5 @@ def test_static_report_lists_the_kernel_ir_of_codegen_passes():
     assert html_escape(tr.program_at("unroll").text(tr.program_at("unroll").functions[0].name)) in unroll
     mem = page.split(". memory_plan</code>")[1].split("</details>")[0]
     assert "kernel IR:" not in mem and "no change" in mem
+    sched = page.split(". schedule</code>")[1].split("</details>")[0]
+    assert "2 kernel roots, " in sched and "a graph output" in sched  # the fusion log
