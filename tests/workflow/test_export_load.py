@@ -51,8 +51,8 @@ API int t_st_load(const char *path, const char *name, int ndim, const int64_t *s
 }
 API int t_load(const char *path) { ct_model_free(&M); return ct_model_load(&M, path, MSG); }
 API int t_nweights(void) { return CT_NWEIGHTS; }
-API const char *t_name(int w) { return ct_weights[w].name; }
-API int t_fmt(int w) { return ct_weights[w].fmt; }
+API const char *t_name(int w) { return ct_weight_name(w); }
+API int t_fmt(int w) { return (int)ct_weights[w].fmt; }
 API void *t_buf(int w) { return M.bufs[ct_weights[w].buf]; }
 API void *t_scale(int w) { return ct_weights[w].scale >= 0 ? M.bufs[ct_weights[w].scale] : NULL; }
 API void t_free(void) { ct_model_free(&M); }
@@ -67,14 +67,15 @@ MODEL_BLOCK = 3 * 2048 + 100
 
 def _build(out, tag: str, block: int | None) -> ctypes.CDLL:
     """The library's glue (static functions included) with the library's flags and ``block``, for ctypes."""
-    from caten_lab.workflow.export import _toolchain_flags
+    from caten_lab.runtime.objects import current_toolchain, object_flags
 
     src = out.directory / "src"
     c = src / f"load_harness_{tag}.c"
     c.write_text(HARNESS)
     so = src / f"load_harness_{tag}.so"
     objs = [str(p.with_suffix(".o")) for p in out.sources if p.parent == src and p.stem != "gpt2_workflow"]
-    cc, flags = _toolchain_flags()
+    tc = current_toolchain()
+    cc, flags = list(tc.cc), object_flags(tc)
     define = [f"-DCT_LOAD_BLOCK_BYTES={block}"] if block is not None else []
     r = subprocess.run(
         [
