@@ -245,13 +245,21 @@ def export(workflow: Any, directory: str | os.PathLike, *, weight_format: str | 
         from caten_lab.workflow.perplexity import export_perplexity
 
         return export_perplexity(workflow, directory)
+    from caten_lab.workflow.generation import generate_loop
+
+    loop = render_c(generate_loop)
+    return export_library(workflow, directory, GENERATE_C, {"generate_loop": loop_unit(loop)}, [loop.cdef])
+
+
+def loop_unit(loop: Any = None) -> str:
+    """The generation-loop action's C (with the sampler it calls; ``loop``: its rendering, if made),
+    its host calls linked to the runtime's ``host_*`` functions (c/generate.c)."""
     from caten_lab.workflow.generation import emit_token, generate_loop, model_forward
     from caten_lab.workflow.host import link_host_calls
 
-    loop = render_c(generate_loop)
+    loop = loop or render_c(generate_loop)
     check_c_call(generate_loop, loop.entry)
-    units = {"generate_loop": link_host_calls(loop.source, loop.functions, [model_forward, emit_token])}
-    return export_library(workflow, directory, GENERATE_C, units, [loop.cdef])
+    return link_host_calls(loop.source, loop.functions, [model_forward, emit_token])
 
 
 def export_library(
