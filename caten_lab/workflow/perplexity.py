@@ -22,15 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from caten_lab.workflow.c_library import Exported, WorkflowC, check_weight_format, export_library
 from caten_lab.workflow.cgen import render_c
-from caten_lab.workflow.export import (
-    Exported,
-    ExportError,
-    WorkflowC,
-    check_weight_format,
-    export_library,
-)
-from caten_lab.workflow.model_tables import check_c_call
+from caten_lab.workflow.model_tables import ExportError, check_c_call
+from caten_lab.workflow.perplexity_actions import chunk_end, next_window, window_nll
 
 
 @dataclass
@@ -104,8 +99,6 @@ PERPLEXITY_C = WorkflowC("workflow_perplexity.c", ("perplexity.c",), "perplexity
 
 def export_perplexity(wf: PerplexityWorkflow, directory: str | os.PathLike) -> Exported:
     """``export()`` for a :class:`PerplexityWorkflow`."""
-    from caten_lab.workflow.perplexity_actions import chunk_end, next_window, window_nll
-
     units, cdefs = {}, []
     for unit, act in (("ppl_chunk", chunk_end), ("ppl_window", next_window), ("ppl_nll", window_nll)):
         rendered = render_c(act)

@@ -410,7 +410,8 @@ def test_buffer_sizes_are_the_symbolic_shapes(model_lib) -> None:
 def test_runtime_unit_is_the_packages_fixed_c(fp32_export) -> None:
     """The library's runtime is the package's C files (caten_lab/workflow/c/, the prefix filled in);
     what the export generates is the compiled units and data: the tables' blobs and the prototypes."""
-    from caten_lab.workflow.export import GENERATE_C, RUNTIME_FILES, c_file, fill, template_values
+    from caten_lab.workflow.c_library import RUNTIME_FILES, c_file, fill, template_values
+    from caten_lab.workflow.export import GENERATE_C
 
     src = fp32_export.directory / "src"
     values = template_values("gpt2", "fp32")
