@@ -288,7 +288,7 @@ class Function:
     params: tuple[Param, ...]
     body: tuple[Stmt, ...]
     returns: DType | None = None
-    exported: bool = False
+    linkage: str = "static"  # static | kernel (a tensor kernel: parallel-build linkage, noinline) | export
     meta: tuple[tuple[str, Any], ...] = ()
     origin: Origin = _origin()
 
