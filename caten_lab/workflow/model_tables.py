@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from caten_lab.air.shapes import numel
 from caten_lab.air.symbolic import Expr, render
 from caten_lab.errors import CatenError
+from caten_lab.models.gpt2_weights import TRANSPOSED_WEIGHTS, expected_shapes
 from caten_lab.workflow.tokenizers.static_data import StaticBlob, pack_static
 from caten_lab.workflow.types import ArrayType
 
@@ -143,8 +145,6 @@ def weight_entry(b: int, name: str, info: Any, hf: dict[str, tuple[int, ...]], w
     The C library converts at load time into exactly these buffers, so any disagreement between
     the traced program and the file layout is refused here rather than computed wrong there.
     """
-    from caten_lab.models.gpt2_weights import _TRANSPOSED
-
     base, (fmt, dtype) = name, ("fp32", np.float32)
     for suffix, stored in _STORED.items():
         if name.endswith(suffix):
@@ -159,7 +159,7 @@ def weight_entry(b: int, name: str, info: Any, hf: dict[str, tuple[int, ...]], w
             f"weight {name!r} is stored as {fmt}, but the workflow's weight_format is {weight_format}"
         )
     file_shape = hf[base]
-    transpose = base.endswith(_TRANSPOSED)
+    transpose = base.endswith(TRANSPOSED_WEIGHTS)
     want = tuple(reversed(file_shape)) if transpose else file_shape
     if fmt == "scale":
         want = (want[0], 1)
@@ -217,9 +217,6 @@ def size_code(d: Any, index: dict[str, int], what: str) -> list[int]:
 
 def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
     """The compiled program's buffers, symbols and weights as the data c/model_tables.c reads."""
-    from caten_lab.models.gpt2_weights import expected_shapes
-    from caten_lab.passes.indexing import numel
-
     prog = runner.program
     if getattr(prog, "schedule", None) is None or prog.c_source is None:
         raise ExportError("the model was not compiled with the C backend", hint="export needs backend='c'")
