@@ -287,7 +287,7 @@ function kernelOf(state, nodeKernel) {
 // Build the DOT of one drawn graph. opts: {prefix, marks: Map(id->colour), dashed: Set, keep: Set|null,
 // kernelsOn: bool (the graph is scheduled), boxed(kernel) -> bool, nodeKernel: Map, kernelIndex: Map}
 function toDot(state, opts) {
-  const { prefix, marks, dashed, keep, kernelsOn, boxed, nodeKernel, kernelIndex } = opts;
+  const { prefix, marks, dashed, keep, kernelsOn, boxed, nodeKernel, kernelIndex, refused } = opts;
   const prod = producerMap(state);
   const outs = new Set(state.outputs);
   const lines = [
@@ -307,7 +307,8 @@ function toDot(state, opts) {
   const nodeLine = (id, n) => {
     const colour = marks.get(id) || CAT_COLORS[n.rec.cat] || "#f3f4f6";
     const style = dashed.has(id) ? ', style="rounded,filled,dashed"' : "";
-    const pen = outs.has(n.rec.out) ? ", penwidth=2.2" : "";
+    // a graph output: thick; a node the scheduler refused to fuse (realized on its own): orange outline
+    const pen = (outs.has(n.rec.out) ? ", penwidth=2.2" : "") + (refused && refused.has(id) ? ', color="#ea580c", penwidth=2.2' : "");
     return `    ${prefix}n${id} [id="${prefix}n${id}", label="${esc(nodeLabel(n.rec, n.reads))}", fillcolor="${colour}"${style}${pen}];`;
   };
   for (const [id, n] of state.nodes) {
@@ -678,7 +679,8 @@ function render({ model, el }) {
       }
       return null;
     };
-    const common = { kernelsOn: kernelsOnAt(pi), boxed, nodeKernel, kernelIndex, dashed: new Set() };
+    const showRefused = (data.passes[pi].artifacts || []).includes("fusion");
+    const common = { kernelsOn: kernelsOnAt(pi), boxed, nodeKernel, kernelIndex, dashed: new Set(), refused: showRefused ? refusedNodes : null };
     const specs = [];
     const marksFor = (which) => {
       const m = new Map();
@@ -912,7 +914,7 @@ function render({ model, el }) {
     if ((p.artifacts || []).includes("fusion") && fusion.length) {
       const refused = fusion.filter((d) => d.refused);
       const roots = fusion.filter((d) => d.action === "root").length;
-      const box = h("div", { class: "ci-fusion" }, h("div", { class: "ci-d-title", text: `fusion: ${roots} kernels, ${fusion.filter((d) => d.action === "inline").length} nodes inlined, ${refused.length} refused` }));
+      const box = h("div", { class: "ci-fusion" }, h("div", { class: "ci-d-title", text: `fusion: ${roots} kernels, ${fusion.filter((d) => d.action === "inline").length} nodes inlined, ${refused.length} refused` }), h("div", { class: "ci-dim", text: refused.length ? "refused nodes are outlined in orange" : "" }));
       for (const d of refused.slice(0, 40)) {
         box.append(h("div", { class: "ci-fusion-refused" }, h("a", { href: "#", class: "ci-link", text: `n${d.node} ${d.op}`, onclick: (e) => (e.preventDefault(), model.set("selected_node", d.node), model.save_changes()) }), h("span", { text: ` → ${d.kernels.join(", ")}: ${d.reason}` })));
       }
@@ -1034,6 +1036,7 @@ function render({ model, el }) {
   // ---- kernel view (codegen passes): kernel_view.js
   const fusion = data.fusion || [];
   const fusionOf = new Map(fusion.map((d) => [d.node, d]));
+  const refusedNodes = new Set(fusion.filter((d) => d.refused).map((d) => d.node));
   // an AIR node clicked in a kernel listing: show it in the scheduled graph (kernel frames, fusion log),
   // else in the last graph pass before lowering
   const graphPassFor = () => {
