@@ -28,6 +28,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from caten_lab.air.graph import Graph
 from caten_lab.errors import CatenError
+from caten_lab.version import __version__
 from caten_lab.notebook import compile_bridge
 from caten_lab.notebook.summary import result_summary
 
@@ -381,9 +382,7 @@ def _to_graph(value: Any, ns: dict[str, Any], inputs_var: str | None) -> tuple[G
 
 
 def _versions() -> tuple:
-    import caten_lab
-
-    return (caten_lab.__version__, np.__version__, sys.version_info[:3], sys.executable)
+    return (__version__, np.__version__, sys.version_info[:3], sys.executable)
 
 
 def _cache_key(cell: str, line: str, graph: Graph) -> str:
