@@ -10,10 +10,9 @@ import caten_lab.codegen.kir as k
 from caten_lab.codegen.kir_check import validate
 from caten_lab.codegen.kir_rewrite import KRewrite, replay
 from caten_lab.codegen.kir_walk import const, walk
-from caten_lab.compiler import default_pipeline, lower_to_c
+from caten_lab.compiler import lower_to_c
 from caten_lab.models.quantize import format_graph
 from caten_lab.nn.gpt2 import GPT2, GPT2Config
-from caten_lab.passes.base import FunctionPass
 
 
 def _graph(fmt: str):
@@ -23,33 +22,26 @@ def _graph(fmt: str):
     return format_graph(dec.graph, weights, fmt)
 
 
-def _snapshot(tag: str, into: dict) -> FunctionPass:
-    def grab(graph, ctx):
-        into[tag] = ctx.artifacts["kernel_ir"]
-
-    return FunctionPass(f"snap_{tag}", "keep the kernel program", grab)
-
-
 @pytest.mark.parametrize("fmt,blocked,laned", [("fp32", 4, 1), ("fp16", 4, 6), ("int8", 4, 6)])
 def test_gpt2_block_rowblock_and_lanes_change_the_program_and_replay(fmt, blocked, laned):
-    snaps: dict = {}
-    pm = default_pipeline()
-    pm.insert("rowblock", _snapshot("before", snaps), before=True)
-    pm.insert("rowblock", _snapshot("rowblock", snaps))
-    pm.insert("lanes", _snapshot("lanes", snaps))
-    res = lower_to_c(_graph(fmt), threads=2, trace=True, pipeline=pm)
-    recs = {r.name: r for r in res.trace.records}
+    res = lower_to_c(_graph(fmt), threads=2, trace=True)
+    tr = res.trace
+    recs = {r.name: r for r in tr.records}
     rb, ln = recs["rowblock"], recs["lanes"]
-    assert rb.changed and ln.changed
+    assert rb.changed and ln.changed and rb.kernel_changed and ln.kernel_changed
     assert all(isinstance(r, KRewrite) for r in rb.rewrites + ln.rewrites)
     assert [r.rule for r in rb.rewrites] == ["rowblock"] * blocked
     assert [r.rule for r in ln.rewrites] == ["lanes"] * laned
-    before, mid, after = snaps["before"], snaps["rowblock"], snaps["lanes"]
-    assert before != mid != after
-    for i in range(len(rb.rewrites) + 1):  # every step of the pass rebuilds and validates
-        validate(replay(before, rb.rewrites[:i]))
-    assert replay(before, rb.rewrites) == mid and replay(mid, ln.rewrites) == after
+    before, mid, after = rb.kernel_before, rb.kernel_after, ln.kernel_after
+    assert ln.kernel_before is mid and before != mid != after
+    for i in range(len(rb.rewrites) + 1):  # every step of the pass rebuilds (as the Inspector steps it) and validates
+        step = tr.program_at("rowblock", i)
+        assert step == replay(before, rb.rewrites[:i])
+        validate(step)
+    assert tr.program_at("rowblock", len(rb.rewrites)) == mid and replay(mid, ln.rewrites) == after
+    assert tr.program_at("lanes") is after
     validate(after)
+    assert sorted(rb.kernel_diff()["changed"]) == sorted({rw.function for rw in rb.rewrites})
     # rowblock: the prefill matmuls (symbolic row count), each now IF seq >= rows THEN tiles ELSE the nest
     for rw in rb.rewrites:
         (new,) = rw.after
