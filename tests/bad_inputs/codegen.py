@@ -73,7 +73,7 @@ def rowblock_unknown_option() -> None:
 
 
 def rowblock_switch_not_bool() -> None:
-    from caten_lab.codegen.rowblock import RowBlockOptions
+    from caten_lab.codegen.rowblock_tiles import RowBlockOptions
 
     RowBlockOptions(lowbit_scratch="yes")
 

@@ -10,7 +10,8 @@ import pytest
 
 import caten_lab.codegen.kir as k
 from caten_lab.codegen.kir_walk import const, var, walk
-from caten_lab.codegen.rowblock import RowBlock, RowBlockOptions, register_tile, register_tile_for
+from caten_lab.codegen.rowblock import RowBlock
+from caten_lab.codegen.rowblock_tiles import RowBlockOptions, register_tile, register_tile_for
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.compiler import default_pipeline
 from caten_lab.config import settings

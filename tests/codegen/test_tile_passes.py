@@ -18,7 +18,8 @@ from caten_lab.codegen.kir_rewrite import replay
 from caten_lab.codegen.kir_walk import alu, const, loads_of, var, walk
 from caten_lab.codegen.lanes import LaneOptions, Lanes
 from caten_lab.codegen.render import render_program
-from caten_lab.codegen.rowblock import RowBlock, RowBlockOptions, register_tile
+from caten_lab.codegen.rowblock import RowBlock
+from caten_lab.codegen.rowblock_tiles import RowBlockOptions, register_tile
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
 from caten_lab.runtime.library import Library
