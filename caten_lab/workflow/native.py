@@ -12,7 +12,8 @@ import numpy as np
 from caten_lab.config import config
 from caten_lab.errors import CatenError, RuntimeCheckError
 from caten_lab.runtime.toolchain import build_library, toolchain
-from caten_lab.workflow.cgen import ERR_COUNTER, ERR_DIV0, ERR_INDEX, ERR_MEMORY, RenderedActions, render_c
+from caten_lab.workflow.cgen import RenderedActions, render_c
+from caten_lab.workflow.to_kir import ERR_COUNTER, ERR_DIV0, ERR_INDEX, ERR_MEMORY
 from caten_lab.workflow.types import ArrayType
 
 
@@ -39,6 +40,11 @@ class NativeAction:
     @property
     def c_source(self) -> str:
         return self.rendered.source
+
+    @property
+    def program(self) -> Any:
+        """The kernel-IR program (:class:`caten_lab.codegen.kir.Program`) the C was rendered from."""
+        return self.rendered.program
 
     def __repr__(self) -> str:
         return f"<compiled {self.action!r} from {self.path.name}>"
