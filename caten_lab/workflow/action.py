@@ -28,6 +28,7 @@ class Action:
     """A function in the action subset. Call it like the original function."""
 
     _is_caten_action = True
+    host_linked = False  # host actions (workflow/host.py) set this: their C body calls host_<name>
 
     def __init__(self, fn: Callable) -> None:
         self.fn = fn
@@ -96,6 +97,13 @@ class Action:
                 return compiled
             self._compiled = compiled
         return self._compiled
+
+    def kernel_ir(self, safety: int = 1) -> Any:
+        """The kernel-IR program (:class:`caten_lab.codegen.kir.Program`) of this action and the actions
+        it calls; ``.text()`` prints it."""
+        from caten_lab.workflow.to_kir import lower_actions
+
+        return lower_actions(self, safety=safety).program
 
     def c_source(self) -> str:
         """The C code this action (and the actions it calls) compile to."""

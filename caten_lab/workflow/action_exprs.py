@@ -20,7 +20,6 @@ from caten_lab.workflow.infer import Checker, Env, is_float, join_numeric, stren
 from caten_lab.workflow.types import ArrayType, LocalType, ScalarType, boolean, i32, i64
 
 I64 = DType.int64
-ERR = K.Addr("err", None, I64)  # the error record every action function takes last
 _BINARY = {"+": "add", "-": "sub", "*": "mul", "&": "and", "|": "or", "^": "xor", "<<": "shl", ">>": "shr"}
 _COMPARE = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 _LIMITS = {DType.int32: (-(2**31), 2**31 - 1), DType.int64: (-(2**63), 2**63 - 1), DType.uint8: (0, 255)}
@@ -30,8 +29,8 @@ class Unstructured(Exception):
     """The CFG has no structure note for some edge: fall back to labels and gotos."""
 
 
-def const(v: int | float | bool, dt: DType) -> K.Const:
-    return K.Const(v, dt)
+def const(v: int | float | bool, dt: DType, origin: K.Origin = K.NO_ORIGIN) -> K.Const:
+    return K.Const(v, dt, origin)
 
 
 def dtype_of(t: object) -> DType:
@@ -104,13 +103,14 @@ class ExprLowering:
         c = f"h_{name[2:]}_{t.name}" if name.startswith("__") else f"v_{name}_{t.name}"  # type: ignore[union-attr]
         if self.param_types.get(name) is not t:
             dt = t.dtype  # type: ignore[union-attr]
-            self.decls.setdefault(c, K.Decl(c, dt, const(0, dt), origin=self.fn_origin))
+            self.decls.setdefault(c, K.Decl(c, dt, const(0, dt, self.fn_origin), origin=self.fn_origin))
         return c
 
     def dims(self, name: str, t: ArrayType | LocalType) -> list[K.Expr]:
         if isinstance(t, LocalType):
-            return [const(d, I64) for d in t.dims]
-        return [const(d, I64) if isinstance(d, int) else K.Var(f"a_{name}_d{k}", I64) for k, d in enumerate(t.dims)]
+            return [self.k(d, I64) for d in t.dims]
+        return [self.k(d, I64) if isinstance(d, int) else K.Var(f"a_{name}_d{k}", I64, self.org)
+                for k, d in enumerate(t.dims)]
 
     def params(self) -> tuple[K.Param, ...]:
         """The function's parameters: each array as a pointer plus its dims, scalars, ``err`` last.
@@ -126,6 +126,14 @@ class ExprLowering:
         return tuple(out)
 
     # ------------------------------------------------------------------ helpers
+    def k(self, v: int | float | bool, dt: DType) -> K.Const:
+        """A literal from the current line."""
+        return K.Const(v, dt, self.org)
+
+    def err(self) -> K.Addr:
+        """The error record every action function takes last."""
+        return K.Addr("err", None, I64, self.org)
+
     def cast(self, e: K.Expr, to: ScalarType | DType) -> K.Expr:
         dt = to if isinstance(to, DType) else strengthen(to).dtype  # type: ignore[union-attr]
         if e.dtype == dt:
@@ -137,16 +145,16 @@ class ExprLowering:
         return K.Cast(e, dt, self.org)
 
     def err_flag(self) -> K.Expr:
-        return K.Load("err", const(0, I64), I64, origin=self.org)
+        return K.Load("err", self.k(0, I64), I64, origin=self.org)
 
     def fail(self, org: K.Origin | None = None) -> K.Return:
-        ret = self.info.returns
-        return K.Return(None if ret is None else const(0, ret.dtype), org or self.org)
+        ret, org = self.info.returns, org or self.org
+        return K.Return(None if ret is None else const(0, ret.dtype, org), org)
 
     def errcheck(self, org: K.Origin) -> K.If:
         """``if (err[0]) return``: stop once an error is recorded."""
-        flag = K.Load("err", const(0, I64), I64, origin=org)
-        return K.If(K.Alu("ne", (flag, const(0, I64)), DType.bool, org), (self.fail(org),), (), org)
+        flag = K.Load("err", const(0, I64, org), I64, origin=org)
+        return K.If(K.Alu("ne", (flag, const(0, I64, org)), DType.bool, org), (self.fail(org),), (), org)
 
     def helper(self, fn: str, args: tuple, dt: DType) -> K.Call:
         return K.Call(fn, args, dt, self.org)
@@ -213,19 +221,19 @@ class ExprLowering:
 
     def binary(self, env: Env, e: ir.Binary, t: object) -> K.Expr:
         (a, ta), (b, tb) = self.rx(env, e.left), self.rx(env, e.right)
-        op, line = e.op, const(e.line, I64)
+        op, line = e.op, self.k(e.line, I64)
         st = strengthen(t)
         dt = st.dtype  # type: ignore[union-attr]
         if op == "/":
             j = strengthen(join_numeric(_arith(ta), _arith(tb)))
             if not is_float(j):  # true division of integers: a double
-                q = self.helper(f"cl_act_div_{j.dtype.value}", (self.cast(a, j), self.cast(b, j), line, ERR),  # type: ignore[union-attr]
+                q = self.helper(f"cl_act_div_{j.dtype.value}", (self.cast(a, j), self.cast(b, j), line, self.err()),  # type: ignore[union-attr]
                                 DType.float64)
                 return self.cast(q, dt)
-            return self.helper(f"cl_act_div_{dt.value}", (self.cast(a, dt), self.cast(b, dt), line, ERR), dt)
+            return self.helper(f"cl_act_div_{dt.value}", (self.cast(a, dt), self.cast(b, dt), line, self.err()), dt)
         if op in ("//", "%"):
             fn = "fdiv" if op == "//" else "mod"
-            return self.helper(f"cl_act_{fn}_{dt.value}", (self.cast(a, dt), self.cast(b, dt), line, ERR), dt)
+            return self.helper(f"cl_act_{fn}_{dt.value}", (self.cast(a, dt), self.cast(b, dt), line, self.err()), dt)
         if op in ("<<", ">>"):
             return K.Alu(_BINARY[op], (self.cast(a, dt), self.cast(b, I64)), dt, self.org)
         return K.Alu(_BINARY[op], (self.cast(a, dt), self.cast(b, dt)), dt, self.org)
@@ -242,7 +250,7 @@ class ExprLowering:
         for k, ix in enumerate(indices):
             code = self.cast(self.rx(env, ix)[0], I64)
             if self.safety >= 1 and not self.in_range(ix, name, tdims, k):
-                code = self.helper("cl_act_ck", (code, dims[k], const(line, I64), ERR), I64)
+                code = self.helper("cl_act_ck", (code, dims[k], self.k(line, I64), self.err()), I64)
                 checked = True
             parts.append(code)
         lin = parts[0]
@@ -269,7 +277,7 @@ class ExprLowering:
                 args.extend(self.dims(arg.id, at))  # type: ignore[union-attr, arg-type]
             else:
                 args.append(self.cast(self.rx(env, arg)[0], ptype))
-        args.append(ERR)
+        args.append(self.err())
         st = strengthen(t)
         dt = st.dtype if isinstance(st, ScalarType) else DType.int32  # a void call: its value is never used
         return self.helper(self.names[id(callee)], tuple(args), dt)

@@ -30,6 +30,7 @@ class RenderedActions:
     program: K.Program | None = None
     line_origins: list[K.Origin] = field(default_factory=list)
     line_paths: list[tuple[str, tuple] | None] = field(default_factory=list)
+    externs: tuple[str, ...] = ()  # functions called but defined elsewhere (host_<name>: the export glue)
 
 
 def render_lowered(lowered: LoweredActions) -> RenderedActions:
@@ -45,7 +46,7 @@ def render_lowered(lowered: LoweredActions) -> RenderedActions:
     lines, origins, paths = _line_directives(w)
     entry = program.function(lowered.entry)
     return RenderedActions("\n".join(lines) + "\n", lowered.entry, signature(entry) + ";", lowered.functions,
-                           program, origins, paths)
+                           program, origins, paths, tuple(f.name for f in lowered.externs))
 
 
 def _line_directives(w: Writer) -> tuple[list[str], list[K.Origin], list[tuple[str, tuple] | None]]:

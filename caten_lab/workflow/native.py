@@ -106,6 +106,12 @@ def compile_action(act: Any, *, safety: int | None = None, cc: str | None = None
     safety = cfg.safety if safety is None else safety
     _ = act.types  # type errors surface here, at the user's line
     rendered = render_c(act, safety=safety)
+    if rendered.externs:
+        names = ", ".join(sorted(e.removeprefix("host_") for e in rendered.externs))
+        raise CatenError(
+            f"{act.ir.name} calls host action(s) {names}, which only an exported library links",
+            hint="run it interpreted (after set_host) or export the workflow",
+        )
     tc = toolchain(cc or cfg.cc, cfg.cache_dir)
     built = build_library(rendered.source, tc, cfg.cache_dir)
     return NativeAction(act, rendered, built.path, safety, built.cc_s, built.load_path)

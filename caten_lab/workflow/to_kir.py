@@ -32,7 +32,7 @@ from caten_lab.codegen import kir as K
 from caten_lab.codegen.kir_walk import exprs_of, walk
 from caten_lab.errors import CompileError
 from caten_lab.workflow import ir
-from caten_lab.workflow.action_exprs import ERR, I64, ExprLowering, Unstructured, const
+from caten_lab.workflow.action_exprs import I64, ExprLowering, Unstructured, const
 from caten_lab.workflow.infer import ERROR, MAYBE_UNDEF, Conflict, Env, reverse_postorder
 from caten_lab.workflow.types import ArrayType, LocalType, ScalarType
 
@@ -42,7 +42,6 @@ _ERRCHECK = "@errcheck"  # text of the placeholder Comment: `if (err[0]) return`
 # calls that can record an error: a function containing one stops its loops once err[0] is set
 _RECORDS = ("cl_act_ck", "cl_act_div_", "cl_act_fdiv_", "cl_act_mod_", "cl_act_fits_i32", "cl_act_alloc_local",
             "act_", "caten_action_", "host_")
-TRUE = K.Const(True, DType.bool)
 
 
 @dataclass
@@ -76,18 +75,18 @@ class _FunctionLowering(ExprLowering):
                 out.append(K.Store(buf, lin, value, origin=self.org))
                 return
             # a failed check stores nothing (the check gives 0 then: the caller's a[0] must stay as it was)
-            self.decls.setdefault("cl_ix", K.Decl("cl_ix", I64, const(0, I64), origin=self.org))
+            self.decls.setdefault("cl_ix", K.Decl("cl_ix", I64, self.k(0, I64), origin=self.org))
             out.append(K.Assign("cl_ix", lin, self.org))
-            ok = K.Alu("eq", (self.err_flag(), const(0, I64)), DType.bool, self.org)
+            ok = K.Alu("eq", (self.err_flag(), self.k(0, I64)), DType.bool, self.org)
             out.append(K.If(ok, (K.Store(buf, K.Var("cl_ix", I64, self.org), value, origin=self.org),), (), self.org))
         elif tp is ir.AllocLocal:
             c = self.var(s.target, s.type)  # type: ignore[union-attr]
             dt, n, line = self.locals[c]
             if line == 0:
                 self.locals[c] = (dt, n, s.line)  # a failed heap allocation names this line
-            zero = K.Store(c, K.Var("cl_z", I64, self.org), const(0, dt), origin=self.org)
+            zero = K.Store(c, K.Var("cl_z", I64, self.org), self.k(0, dt), origin=self.org)
             count = int(math.prod(s.type.dims))  # type: ignore[union-attr]
-            out.append(K.For("cl_z", const(0, I64), const(count, I64), const(1, I64), (zero,), "fill", origin=self.org))
+            out.append(K.For("cl_z", self.k(0, I64), self.k(count, I64), self.k(1, I64), (zero,), "fill", origin=self.org))
         else:
             value, _ = self.rx(env, s.value)  # type: ignore[union-attr]
             out.append(K.Eval(value, self.org))
@@ -165,7 +164,7 @@ class _FunctionLowering(ExprLowering):
             out.append(K.Continue(self.org))
         elif loops and target == loops[-1][1]:
             if loops[-1][2]:
-                out.append(K.Assign(loops[-1][2], TRUE, self.org))
+                out.append(K.Assign(loops[-1][2], self.k(True, DType.bool), self.org))
             out.append(K.Break(self.org))
         else:
             raise Unstructured(f"jump to block {target} has no structured form")
@@ -189,8 +188,8 @@ class _FunctionLowering(ExprLowering):
         flag = None
         if note.orelse:
             flag = f"brk_{note.header}"
-            self.decls[flag] = K.Decl(flag, DType.bool, K.Const(False, DType.bool), origin=self.org)
-            out.append(K.Assign(flag, K.Const(False, DType.bool), self.org))
+            self.decls[flag] = K.Decl(flag, DType.bool, self.k(False, DType.bool), origin=self.org)
+            out.append(K.Assign(flag, self.k(False, DType.bool), self.org))
         latch: tuple[K.Stmt, ...] = ()
         if note.latch is not None and entry[note.latch] is not None:
             lenv = Env(entry[note.latch])  # type: ignore[arg-type]
@@ -204,7 +203,7 @@ class _FunctionLowering(ExprLowering):
         if fact is not None and fact.array is not None and self.strong(henv.get(fact.counter)).dtype != I64:
             stop = self.cast(K.Var(self.var(fact.stop, henv.get(fact.stop)), self.strong(henv.get(fact.stop)).dtype,
                                    self.org), I64)
-            fits = K.Call("cl_act_fits_i32", (stop, const(t.line, I64), ERR), DType.bool, self.org)
+            fits = K.Call("cl_act_fits_i32", (stop, self.k(t.line, I64), self.err()), DType.bool, self.org)
             out.append(K.If(fits, (self.fail(),), (), self.org))
         body: list[K.Stmt] = [K.Comment(_ERRCHECK, self.org)]
         cond, _ = self.rx(henv, t.cond)
@@ -219,7 +218,7 @@ class _FunctionLowering(ExprLowering):
         if fact is not None:
             del self.active[fact.var]
         body.extend(latch)
-        out.append(K.While(TRUE, tuple(body), org))
+        out.append(K.While(const(True, DType.bool, org), tuple(body), org))
         if note.orelse:
             orelse: list[K.Stmt] = []
             self.seq(note.orelse, note.exit, orelse, loops)
@@ -280,7 +279,7 @@ class _FunctionLowering(ExprLowering):
 
         stmts = _map_stmts(tuple(body), resolve)
         heap = [(c, dt, n, line) for c, (dt, n, line) in self.locals.items() if n * max(dt.itemsize, 1) > LOCAL_STACK_LIMIT]
-        stack = [K.Decl(c, dt, size=const(n, I64), origin=self.fn_origin) for c, (dt, n, _) in self.locals.items()
+        stack = [K.Decl(c, dt, size=const(n, I64, self.fn_origin), origin=self.fn_origin) for c, (dt, n, _) in self.locals.items()
                  if all(c != h[0] for h in heap)]
         decls = (*self.decls.values(), *stack)
         ret = None if self.info.returns is None else self.info.returns.dtype
@@ -308,14 +307,14 @@ class _FunctionLowering(ExprLowering):
         any_null = null[0]
         for x in null[1:]:
             any_null = K.Alu("lor", (any_null, x), DType.bool, org)
-        rv = (K.Decl("cl_rv", ret, const(0, ret), origin=org),) if ret is not None else ()
-        guard = K.If(any_null, (*frees, self.fail()), (), org)
+        rv = (K.Decl("cl_rv", ret, const(0, ret, org), origin=org),) if ret is not None else ()
+        guard = K.If(any_null, (*frees, self.fail(org)), (), org)
         extra = tuple(K.Param(c, dt, pointer=True) for c, dt, _, _ in heap)
         inner = K.Function(f"{name}__body", (*params, *extra), (*rv, *decls, guard, *body), ret, "static", origin=org)
         args = [K.Addr(p.name, None, p.dtype, org) if p.pointer else K.Var(p.name, p.dtype, org) for p in params]
         for _c, dt, n, line in heap:
-            args.append(K.Call("cl_act_alloc_local", (const(n, I64), const(dt.itemsize, I64),
-                                                      const(line or self.ir.firstline, I64), ERR), dt, org))
+            size = (const(n, I64, org), const(dt.itemsize, I64, org), const(line or self.ir.firstline, I64, org))
+            args.append(K.Call("cl_act_alloc_local", (*size, K.Addr("err", None, I64, org)), dt, org))
         call = K.Call(inner.name, tuple(args), ret or DType.int32, org)
         wrap = (K.Eval(call, org), K.Return(None, org)) if ret is None else (K.Return(call, org),)
         return [inner, K.Function(name, params, wrap, ret, linkage, origin=org)]

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kir_queries import calls, of_type
 
 from caten_lab.air.dtypes import DType
 from caten_lab.codegen import kir as K
 from caten_lab.config import settings
 from caten_lab.errors import CatenError, RuntimeCheckError
 from caten_lab.workflow import Array, Local, action, f32, i32, i64
-from kir_queries import calls, of_type
 
 ROOT = Path(__file__).resolve().parents[2]
 
