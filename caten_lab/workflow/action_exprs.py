@@ -22,6 +22,9 @@ from caten_lab.workflow.types import ArrayType, LocalType, ScalarType, boolean, 
 I64 = DType.int64
 _BINARY = {"+": "add", "-": "sub", "*": "mul", "&": "and", "|": "or", "^": "xor", "<<": "shl", ">>": "shr"}
 _COMPARE = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+# helpers and functions that can record an error: a function calling one stops its loops once err[0] is set
+RECORDS = ("cl_act_ck", "cl_act_div_", "cl_act_fdiv_", "cl_act_mod_", "cl_act_fits_i32", "cl_act_alloc_local",
+           "act_", "caten_action_", "host_")
 _LIMITS = {DType.int32: (-(2**31), 2**31 - 1), DType.int64: (-(2**63), 2**63 - 1), DType.uint8: (0, 255)}
 
 
@@ -76,6 +79,7 @@ class ExprLowering:
         self.callees: list[object] = []
         self.active: dict[str, RangeFact] = {}  # loop variable -> the fact of the loop being lowered
         self.org = self.fn_origin
+        self.can_fail = False  # set by a call that can record an error
 
     def at(self, line: int) -> None:
         """Nodes built from now on come from Python line ``line``."""
@@ -157,6 +161,8 @@ class ExprLowering:
         return K.If(K.Alu("ne", (flag, const(0, I64, org)), DType.bool, org), (self.fail(org),), (), org)
 
     def helper(self, fn: str, args: tuple, dt: DType) -> K.Call:
+        if fn.startswith(RECORDS):
+            self.can_fail = True
         return K.Call(fn, args, dt, self.org)
 
     # ------------------------------------------------------------------ expressions

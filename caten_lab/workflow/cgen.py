@@ -33,10 +33,12 @@ class RenderedActions:
     externs: tuple[str, ...] = ()  # functions called but defined elsewhere (host_<name>: the export glue)
 
 
-def render_lowered(lowered: LoweredActions) -> RenderedActions:
-    """Render a lowered action tree: prelude, prototypes of the externs, the functions."""
+def render_lowered(lowered: LoweredActions, check: bool = False) -> RenderedActions:
+    """Render a lowered action tree: prelude, prototypes of the externs, the functions (``check``:
+    run the kernel-IR validator first, as the tests do)."""
     program = lowered.program
-    validate(program, helpers=frozenset(f.name for f in lowered.externs))
+    if check:
+        validate(program, helpers=frozenset(f.name for f in lowered.externs))
     w = Writer()
     for line in (PRELUDE + c_file(ACTION_HEADER)).rstrip("\n").split("\n"):
         w.emit(line)
@@ -73,6 +75,6 @@ def _line_directives(w: Writer) -> tuple[list[str], list[K.Origin], list[tuple[s
     return lines, origins, paths
 
 
-def render_c(act: object, safety: int = 1) -> RenderedActions:
+def render_c(act: object, safety: int = 1, check: bool = False) -> RenderedActions:
     """C for ``act`` and all actions reachable through calls; the entry is exported (non-static)."""
-    return render_lowered(lower_actions(act, safety=safety))
+    return render_lowered(lower_actions(act, safety=safety), check=check)

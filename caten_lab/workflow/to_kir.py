@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 
 from caten_lab.air.dtypes import DType
 from caten_lab.codegen import kir as K
-from caten_lab.codegen.kir_walk import exprs_of, walk
 from caten_lab.errors import CompileError
 from caten_lab.workflow import ir
 from caten_lab.workflow.action_exprs import I64, ExprLowering, Unstructured, const
@@ -39,9 +38,6 @@ from caten_lab.workflow.types import ArrayType, LocalType, ScalarType
 ERR_INDEX, ERR_DIV0, ERR_MEMORY, ERR_COUNTER = 1, 2, 3, 4  # err[0] kinds (codegen/c/action.h)
 LOCAL_STACK_LIMIT = 64 * 1024  # bytes of one Local array kept on the C stack
 _ERRCHECK = "@errcheck"  # text of the placeholder Comment: `if (err[0]) return` where an error can be recorded
-# calls that can record an error: a function containing one stops its loops once err[0] is set
-_RECORDS = ("cl_act_ck", "cl_act_div_", "cl_act_fdiv_", "cl_act_mod_", "cl_act_fits_i32", "cl_act_alloc_local",
-            "act_", "caten_action_", "host_")
 
 
 @dataclass
@@ -203,7 +199,7 @@ class _FunctionLowering(ExprLowering):
         if fact is not None and fact.array is not None and self.strong(henv.get(fact.counter)).dtype != I64:
             stop = self.cast(K.Var(self.var(fact.stop, henv.get(fact.stop)), self.strong(henv.get(fact.stop)).dtype,
                                    self.org), I64)
-            fits = K.Call("cl_act_fits_i32", (stop, self.k(t.line, I64), self.err()), DType.bool, self.org)
+            fits = self.helper("cl_act_fits_i32", (stop, self.k(t.line, I64), self.err()), DType.bool)
             out.append(K.If(fits, (self.fail(),), (), self.org))
         body: list[K.Stmt] = [K.Comment(_ERRCHECK, self.org)]
         cond, _ = self.rx(henv, t.cond)
@@ -269,8 +265,7 @@ class _FunctionLowering(ExprLowering):
             self.reset()
             params = self.params()
             body = self.unstructured()
-        can_fail = any(isinstance(x, K.Call) and x.fn.startswith(_RECORDS) for s in walk(tuple(body))
-                       for x in exprs_of(s))
+        can_fail = self.can_fail
 
         def resolve(s: K.Stmt) -> tuple | None:
             if type(s) is not K.Comment or s.text != _ERRCHECK:

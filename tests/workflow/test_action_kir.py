@@ -48,6 +48,18 @@ def test_every_node_has_the_users_file_and_line(act):
             assert isinstance(x.dtype, DType)
 
 
+def test_tokenizer_actions_lower_to_valid_kernel_ir():
+    from caten_lab.workflow.tokenizers import bpe_actions, spm_actions  # noqa: F401 - registers the actions
+    from caten_lab.workflow.tokenizers._action import ACTIONS
+    from caten_lab.workflow.tokenizers.compiled import ENTRY_POINTS
+
+    for name in ENTRY_POINTS:
+        low = lower_actions(ACTIONS[name])
+        validate(low.program)
+        assert low.program.function(low.entry).linkage == "export"
+        assert all(f.linkage == "static" for f in low.program.functions if f.name != low.entry)
+
+
 def test_origins_point_at_the_statement_lines():
     program = ex.collatz.kernel_ir()
     first = ex.collatz.ir.firstline  # the `def` line
