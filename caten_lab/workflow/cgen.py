@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from caten_lab.codegen import kir as K
 from caten_lab.codegen.kir_check import validate
 from caten_lab.codegen.render import PRELUDE, Writer, c_file, render_functions, signature
-from caten_lab.workflow.to_kir import LoweredActions, lower_actions
+from caten_lab.workflow.to_kir import LoweredActions, entry_signature, lower_actions
 
 ACTION_HEADER = "action.h"
 
@@ -78,3 +78,10 @@ def _line_directives(w: Writer) -> tuple[list[str], list[K.Origin], list[tuple[s
 def render_c(act: object, safety: int = 1, check: bool = False) -> RenderedActions:
     """C for ``act`` and all actions reachable through calls; the entry is exported (non-static)."""
     return render_lowered(lower_actions(act, safety=safety), check=check)
+
+
+def entry_cdef(act: object) -> tuple[str, str]:
+    """``(entry name, its C prototype)`` of ``act``, the same as ``render_c(act).entry/.cdef``, without
+    lowering or rendering any body (for glue code that calls the entry)."""
+    f = entry_signature(act)
+    return f.name, signature(f) + ";"

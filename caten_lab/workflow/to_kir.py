@@ -350,6 +350,15 @@ def _first_block(item: object) -> int | None:
     return None
 
 
+def entry_signature(act: object) -> K.Function:
+    """The exported entry function of ``act`` without its body (its name, parameters and return type),
+    without lowering any body: what glue code calling the entry needs."""
+    low = _FunctionLowering(act, {}, 0)
+    ret = None if low.info.returns is None else low.info.returns.dtype
+    return K.Function(f"caten_action_{act.ir.name}", low.params(), (), ret, "export",  # type: ignore[attr-defined]
+                      origin=low.fn_origin)
+
+
 def lower_actions(act: object, safety: int = 1) -> LoweredActions:
     """The kernel-IR program of ``act`` and every action reachable through calls; the entry is exported."""
     names: dict[int, str] = {id(act): f"caten_action_{act.ir.name}"}  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ from caten_lab.codegen import kir as K
 from caten_lab.codegen.kir_check import validate
 from caten_lab.config import settings
 from caten_lab.workflow import Array, action, boolean, f32, f64, i32, i64, u8
-from caten_lab.workflow.cgen import render_c
+from caten_lab.workflow.cgen import entry_cdef, render_c
 from caten_lab.workflow.to_kir import lower_actions
 
 EXAMPLES = (ex.dot, ex.collatz, ex.matvec, ex.squares_until, ex.int_ops, ex.float_ops, ex.div_promotes,
@@ -79,6 +79,12 @@ def test_line_directives_come_from_the_origins():
     assert {int(d.split()[1]) for d in directives} == lines
     assert all(d.endswith(f'"{ex.__file__}"') for d in directives)
     assert len(r.line_origins) == len(r.source.split("\n")) - 1
+
+
+@pytest.mark.parametrize("act", (ex.dot, ex.matvec, ex.swap_sort, ex.logic, ex.bytes_hist), ids=lambda a: a.ir.name)
+def test_entry_prototype_without_rendering(act):
+    r = render_c(act)
+    assert entry_cdef(act) == (r.entry, r.cdef)
 
 
 def test_lowering_is_deterministic():
