@@ -440,7 +440,8 @@ def compile(  # noqa: A001 - the public name the contract asks for
             artifact_cache.store(cfg.cache_dir, key, (compiled_graph, arts))
     compile_s = time.perf_counter() - t0
     source = arts["c_source"]
-    built = build_library(source, tc, cfg.cache_dir, force=force)  # verified; force discards the cached one
+    # verified; force discards the cached one; the renderer's units let a big source build in parallel
+    built = build_library(source, tc, cfg.cache_dir, force=force, units=arts.get("c_units"))
     lib = Library(built.load_path or built.path)
     prog = Program(
         graph, "c", safety, compiled_graph=compiled_graph, schedule=arts["schedule"], memory_plan=arts.get("memory_plan"), trace=pass_trace,

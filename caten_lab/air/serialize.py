@@ -196,8 +196,6 @@ def node_label(n: Node, max_attr: int = 40) -> str:
 
 def to_dot(g: Graph, *, name: str = "air", highlight: dict[int, str] | None = None) -> str:
     """Graphviz DOT for the graph; ``highlight`` maps node id -> fill colour."""
-    from caten_lab.air.ops import OPS
-
     lines = [
         f'digraph "{_esc(name)}" {{',
         "  rankdir=TB;",

@@ -19,8 +19,12 @@ Monomial = tuple  # sorted tuple of atoms (with repetition for powers)
 Dim = Union[int, "Expr"]
 
 
-def _atom_key(a: Atom) -> str:
+def atom_key(a: Atom) -> str:
+    """The sort key that puts the atoms of a monomial in canonical order."""
     return a if isinstance(a, str) else repr(a)
+
+
+_atom_key = atom_key  # old name, still read by passes/indexing.py (the lead renames it at merge)
 
 
 class Expr:
@@ -32,7 +36,7 @@ class Expr:
 
     def __init__(self, terms: Mapping[Monomial, int]) -> None:
         items = sorted(
-            ((m, c) for m, c in terms.items() if c != 0), key=lambda mc: [_atom_key(a) for a in mc[0]]
+            ((m, c) for m, c in terms.items() if c != 0), key=lambda mc: [atom_key(a) for a in mc[0]]
         )
         object.__setattr__(self, "terms", tuple(items))
         object.__setattr__(self, "_hash", hash(self.terms))
@@ -79,7 +83,7 @@ class Expr:
         out: dict[Monomial, int] = {}
         for m1, c1 in self.terms:
             for m2, c2 in _as_terms(other).items():
-                m = tuple(sorted(m1 + m2, key=_atom_key))
+                m = tuple(sorted(m1 + m2, key=atom_key))
                 out[m] = out.get(m, 0) + c1 * c2
         return Expr.make(out)
 
@@ -163,7 +167,7 @@ class Expr:
     def from_json(obj: dict) -> Dim:
         terms: dict[Monomial, int] = {}
         for c, atoms in obj["expr"]:
-            m = tuple(sorted((_atom_from_json(a) for a in atoms), key=_atom_key))
+            m = tuple(sorted((_atom_from_json(a) for a in atoms), key=atom_key))
             terms[m] = terms.get(m, 0) + c
         return Expr.make(terms)
 

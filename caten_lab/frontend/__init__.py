@@ -7,6 +7,7 @@ y.numpy()  # -> array([6., 6.], dtype=float32)
 """
 
 from caten_lab.air.dtypes import DType, dtypes
+from caten_lab.air.shapes import broadcast_shapes
 from caten_lab.air.symbolic import Sym
 from caten_lab.errors import CatenError, ShapeError, SymbolError
 from caten_lab.frontend import creation as _creation
@@ -34,7 +35,7 @@ from caten_lab.frontend.creation import (
 from caten_lab.frontend.errors import AxisError, DTypeError, SliceError, StateDictError
 from caten_lab.frontend.random import manual_seed, rand, randint, randn
 from caten_lab.frontend.realize import execute
-from caten_lab.frontend.tensor import Tensor, broadcast_shapes
+from caten_lab.frontend.tensor import Tensor
 
 for _name in (
     "zeros",

@@ -16,7 +16,9 @@ import numpy as np
 
 from caten_lab.air.graph import Graph
 from caten_lab.air.value import Value
-from caten_lab.frontend.lazy import Buffer, LazyNode
+from caten_lab.errors import CatenError
+from caten_lab.frontend.lazy import Buffer, LazyNode, buffer_node
+from caten_lab.frontend.realize import execute
 
 
 @dataclass
@@ -154,8 +156,6 @@ def commit(t: Traced, before: Mapping[str, np.ndarray] | None = None) -> None:
     assignment (``y = x * 1; x[0] = 5``) keep reading those, as in NumPy and PyTorch, instead of the
     updated buffer (their root ``allocate`` now points at the snapshot).
     """
-    from caten_lab.frontend.tensor import Tensor
-
     for name, buf in t.states.items():
         root = buf.pending
         while root is not None and root.op == "store":
@@ -164,18 +164,13 @@ def commit(t: Traced, before: Mapping[str, np.ndarray] | None = None) -> None:
         if old is not None and root is not None and root.op == "allocate" and root.buffer is buf:
             root.buffer = Buffer(buf.shape, buf.dtype, old)
         buf.pending = None
-        owner = buf.owner
-        if isinstance(owner, Tensor):
-            fresh = Tensor.from_buffer(buf)
-            owner.node = fresh.node
-            buf.owner = owner
+        owner = buf.owner  # the Tensor that assigned into the buffer (Tensor.from_buffer, setitem)
+        if owner is not None:
+            owner.node = buffer_node(buf)
 
 
 def realize(outputs: Sequence[object], symbols: Mapping[str, int]) -> list[np.ndarray]:
     """Run ``outputs`` now (``Tensor.numpy``); commits pending state updates into their buffers."""
-    from caten_lab.errors import CatenError
-    from caten_lab.frontend.realize import execute
-
     t = trace(outputs)
     if t.unbound:
         raise CatenError(

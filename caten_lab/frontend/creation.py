@@ -8,7 +8,7 @@ from typing import Any
 from caten_lab.air.dtypes import DType
 from caten_lab.air.symbolic import Dim, Expr, floordiv
 from caten_lab.frontend.errors import ShapeError
-from caten_lab.frontend.promote import DEFAULT_FLOAT
+from caten_lab.frontend.promote import DEFAULT_FLOAT, promote
 from caten_lab.frontend.source import user_source
 from caten_lab.frontend.tensor import Tensor, as_dtype, norm_shape
 
@@ -100,8 +100,6 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
             shapes = ", ".join(str(x.shape) for x in tensors)
             raise ShapeError(f"cat: shapes {shapes} differ outside axis {d}", where=user_source())
     dt = first.dtype
-    from caten_lab.frontend.promote import promote
-
     for t in tensors[1:]:
         dt = promote(dt, t.dtype)
     if len(tensors) == 1:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from caten_lab.air.dtypes import DType
+from caten_lab.air.shapes import broadcast_shapes
 from caten_lab.frontend.division import float_floordiv, float_mod, is_negative
 from caten_lab.frontend.errors import DTypeError
 from caten_lab.frontend.source import user_source
@@ -385,9 +386,7 @@ def _scalar_dtype(a: Any, b: Any) -> DType:
 
 
 def _bshape(*ts: Any) -> tuple:
-    from caten_lab.frontend.tensor import broadcast_shapes
-
-    return broadcast_shapes("where", *(t.shape for t in ts if hasattr(t, "shape")))
+    return broadcast_shapes("where", *(t.shape for t in ts if hasattr(t, "shape")), where=user_source)
 
 
 def _pow_float(x: Tensor, e: Tensor | float) -> Tensor:

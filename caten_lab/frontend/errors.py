@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from caten_lab.air.shapes import fmt_shape
 from caten_lab.errors import CatenError, ShapeError, SymbolError
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "DTypeError",
     "SliceError",
     "StateDictError",
+    "fmt_shape",
 ]
 
 
@@ -32,7 +34,3 @@ class StateDictError(CatenError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return Exception.__str__(self)
-
-
-def fmt_shape(shape: tuple) -> str:
-    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from caten_lab.air.dtypes import DType
+from caten_lab.frontend.source import user_source
 from caten_lab.frontend.view import View
 
 _ids = itertools.count()
@@ -87,3 +88,10 @@ class LazyNode:
 
     def __repr__(self) -> str:
         return f"<LazyNode {self.op} {self.dtype.value}{list(self.shape)}>"
+
+
+def buffer_node(buf: Buffer) -> LazyNode:
+    """The ``allocate`` node that reads ``buf`` (made where the user's code asked for it)."""
+    return LazyNode(
+        "allocate", (), {"shape": buf.shape, "dtype": buf.dtype}, buf.shape, buf.dtype, user_source(), buffer=buf
+    )

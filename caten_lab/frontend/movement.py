@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from caten_lab.air.dtypes import DType
+from caten_lab.air.shapes import broadcast_shapes, numel
 from caten_lab.air.symbolic import Dim, Expr, floordiv
 from caten_lab.frontend.errors import AxisError, DTypeError, ShapeError, SliceError, fmt_shape
 from caten_lab.frontend.lazy import LazyNode
+from caten_lab.frontend.promote import literal
 from caten_lab.frontend.source import user_source
-from caten_lab.frontend.view import View, prod
+from caten_lab.frontend.view import View
 
 if TYPE_CHECKING:
     from caten_lab.frontend.tensor import Tensor
@@ -80,7 +82,7 @@ class MovementMixin:
         if sum(1 for d in shape if _is_int(d) and d == -1) > 1:
             raise ShapeError(f"reshape: only one dimension can be -1, got {shape}", where=user_source())
         if any(_is_int(d) and d == -1 for d in shape):
-            known = prod(tuple(d for d in shape if not (_is_int(d) and d == -1)))
+            known = numel(tuple(d for d in shape if not (_is_int(d) and d == -1)))
             if isinstance(known, int) and known == 0:
                 raise ShapeError(f"reshape: cannot infer -1 in {shape} for size 0", where=user_source())
             inferred = floordiv(total, known)
@@ -88,10 +90,10 @@ class MovementMixin:
         for d in shape:
             if isinstance(d, bool) or not (_is_int(d) or isinstance(d, Expr)) or (_is_int(d) and d < 0):
                 raise ShapeError(f"reshape: bad dimension {d!r} in {shape}", where=user_source())
-        if prod(shape) != total:
+        if numel(shape) != total:
             raise ShapeError(
                 f"reshape: cannot reshape {fmt_shape(self.shape)} ({total} elements) to {fmt_shape(shape)} "
-                f"({prod(shape)} elements)",
+                f"({numel(shape)} elements)",
                 where=user_source(),
             )
         if tuple(shape) == self.shape:
@@ -105,7 +107,7 @@ class MovementMixin:
             return self.reshape(1)
         s, e = self._axis(start_dim, "flatten"), self._axis(end_dim, "flatten")
         shp = self.shape
-        return self.reshape(*shp[:s], prod(shp[s : e + 1]), *shp[e + 1 :])
+        return self.reshape(*shp[:s], numel(shp[s : e + 1]), *shp[e + 1 :])
 
     def unsqueeze(self: Tensor, dim: int) -> Tensor:
         d = self._axis(dim, "unsqueeze", self.ndim + 1)
@@ -179,9 +181,7 @@ class MovementMixin:
         shape = tuple(shape)
         if shape == self.shape:
             return self
-        from caten_lab.frontend.tensor import broadcast_shapes
-
-        if broadcast_shapes("broadcast_to", self.shape, shape) != shape:
+        if broadcast_shapes("broadcast_to", self.shape, shape, where=user_source) != shape:
             raise ShapeError(
                 f"broadcast_to: cannot broadcast {fmt_shape(self.shape)} to {fmt_shape(shape)}",
                 where=user_source(),
@@ -272,7 +272,7 @@ class MovementMixin:
         n, rest = self.shape[0], self.shape[1:]
         ar = type(self)._make("index", (), (n,), DType.int64, shape=(n,), axis=0, dtype=DType.int64)
         hot = checked_index(ids, n, wrap_negative=True).unsqueeze(-1) == ar  # (*ids, n)
-        flat = self.reshape(n, prod(rest))
+        flat = self.reshape(n, numel(rest))
         zero: Any = False if self.dtype == DType.bool else 0
         out = hot.unsqueeze(-1).where(flat, zero).sum(-2, dtype=self.dtype)
         return out.reshape(*ids.shape, *rest)
@@ -296,9 +296,7 @@ class MovementMixin:
             v = v.slice(axis, start, length, step)
         t = type(self)
         if isinstance(value, t):
-            from caten_lab.frontend.tensor import broadcast_shapes
-
-            if broadcast_shapes("setitem", value.shape, result) != result:
+            if broadcast_shapes("setitem", value.shape, result, where=user_source) != result:
                 raise ShapeError(
                     f"setitem: value of shape {fmt_shape(value.shape)} "
                     f"does not fit the window {fmt_shape(result)}",
@@ -306,8 +304,6 @@ class MovementMixin:
                 )
             src: Any = value.cast(self.dtype).broadcast_to(result).reshape(*window).node
         elif isinstance(value, (int, float, bool, np.generic)):
-            from caten_lab.frontend.promote import literal
-
             src = literal(value.item() if isinstance(value, np.generic) else value, self.dtype)
         else:
             raise DTypeError(f"setitem: cannot assign a {type(value).__name__}", where=user_source())

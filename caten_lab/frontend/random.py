@@ -11,10 +11,10 @@ import math
 from typing import Any
 
 from caten_lab.air.dtypes import DType
+from caten_lab.air.shapes import numel
 from caten_lab.frontend.creation import index
 from caten_lab.frontend.promote import DEFAULT_FLOAT
 from caten_lab.frontend.tensor import Tensor, as_dtype, norm_shape
-from caten_lab.frontend.view import prod
 
 _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
 _PARITY = 0x1BD11BDA
@@ -55,7 +55,7 @@ def threefry2x32(key: tuple[int, int], x0: Tensor, x1: Tensor) -> tuple[Tensor, 
 def _bits(shape: tuple) -> tuple[Tensor, Tensor]:
     key = (_State.seed, _State.calls)
     _State.calls += 1
-    n = prod(shape)
+    n = numel(shape)
     ctr = index((n,), 0, DType.uint32)
     zero = Tensor.full((n,), 0, DType.uint32)
     a, b = threefry2x32(key, ctr, zero)

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from caten_lab.air.dtypes import DType
+from caten_lab.air.shapes import broadcast_shapes, numel
 from caten_lab.air.symbolic import Dim
 from caten_lab.frontend.errors import AxisError, DTypeError, ShapeError, fmt_shape
 from caten_lab.frontend.promote import promote
 from caten_lab.frontend.source import user_source
-from caten_lab.frontend.view import prod
 
 if TYPE_CHECKING:
     from caten_lab.frontend.tensor import Tensor
@@ -47,7 +47,7 @@ class ReduceMixin:
         return out.reshape(*(d for i, d in enumerate(shp) if i not in axes))
 
     def _count(self: Tensor, axis: Axis, op: str) -> Dim:
-        return prod(tuple(self.shape[a] for a in self._axes(axis, op)))
+        return numel(tuple(self.shape[a] for a in self._axes(axis, op)))
 
     def sum(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
         x = self
@@ -188,9 +188,7 @@ class ReduceMixin:
                 f"{fmt_shape(self.shape)} @ {fmt_shape(other.shape)} ({k1} vs {k2})",
                 where=user_source(),
             )
-        from caten_lab.frontend.tensor import broadcast_shapes
-
-        batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+        batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2], where=user_source)
         n, m = a.shape[-2], b.shape[-1]
         x = a.unsqueeze(-2).broadcast_to((*batch, n, m, k1))  # (..., n, 1, k) -> (..., n, m, k)
         y = b.transpose(-1, -2).unsqueeze(-3).broadcast_to((*batch, n, m, k1))  # (..., 1, m, k)

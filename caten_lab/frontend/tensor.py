@@ -13,15 +13,16 @@ from typing import Any
 import numpy as np
 
 from caten_lab.air.dtypes import DType, to_dtype
+from caten_lab.air.shapes import broadcast_shapes, numel
 from caten_lab.air.symbolic import Dim, Expr
+from caten_lab.frontend.build import realize
 from caten_lab.frontend.elementwise import ElementwiseMixin
 from caten_lab.frontend.errors import DTypeError, ShapeError, fmt_shape
-from caten_lab.frontend.lazy import Buffer, LazyNode
+from caten_lab.frontend.lazy import Buffer, LazyNode, buffer_node
 from caten_lab.frontend.movement import MovementMixin
 from caten_lab.frontend.promote import DEFAULT_FLOAT, literal, promote, promote_scalar
 from caten_lab.frontend.reduce import ReduceMixin
 from caten_lab.frontend.source import user_source
-from caten_lab.frontend.view import prod
 
 Scalar = int | float | bool
 
@@ -47,32 +48,6 @@ def norm_shape(shape: Any, op: str) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     return tuple(check_dim(d, op) for d in shape)
-
-
-def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
-    """NumPy broadcasting of ``shapes`` (ShapeError naming ``op`` and the shapes when they do not fit)."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out: list[Dim] = []
-    for i in range(ndim):
-        dim: Dim = 1
-        for s in shapes:
-            k = i - (ndim - len(s))
-            if k < 0:
-                continue
-            d = s[k]
-            if isinstance(d, int) and d == 1:
-                continue
-            if isinstance(dim, int) and dim == 1:
-                dim = d
-            elif dim != d:
-                raise ShapeError(
-                    f"{op}: shapes {' and '.join(fmt_shape(x) for x in shapes)} cannot be broadcast "
-                    f"(axis {i - ndim}: {dim} vs {d})",
-                    where=user_source(),
-                    hint="sizes must be equal or 1 on every axis (aligned from the right)",
-                )
-        out.append(dim)
-    return tuple(out)
 
 
 class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
@@ -102,7 +77,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
         return self.node.source
 
     def numel(self) -> Dim:
-        return prod(self.shape)
+        return numel(self.shape)
 
     def size(self, axis: int | None = None) -> Any:
         return self.shape if axis is None else self.shape[self._axis(axis, "size")]
@@ -164,17 +139,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
 
     @staticmethod
     def from_buffer(buf: Buffer) -> Tensor:
-        t = Tensor(
-            LazyNode(
-                "allocate",
-                (),
-                {"shape": buf.shape, "dtype": buf.dtype},
-                buf.shape,
-                buf.dtype,
-                user_source(),
-                buffer=buf,
-            )
-        )
+        t = Tensor(buffer_node(buf))
         buf.owner = t
         return t
 
@@ -229,7 +194,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
                 dt = promote_scalar(dt, s)
         if out is not None:
             dt = out
-        shape = broadcast_shapes(op, *(t.shape for t in tensors)) if len(tensors) > 1 else tensors[0].shape
+        shape = broadcast_shapes(op, *(t.shape for t in tensors), where=user_source) if len(tensors) > 1 else tensors[0].shape
         ops = [t.cast(dt).broadcast_to(shape) if isinstance(t, Tensor) else literal(t, dt) for t in items]
         return ops, dt, shape
 
@@ -256,8 +221,6 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
     # ---- realization -------------------------------------------------------------------------
     def numpy(self, **symbols: int) -> np.ndarray:
         """Build the AIR graph of this tensor, run it, and return the values as a NumPy array."""
-        from caten_lab.frontend.build import realize
-
         return realize([self], symbols)[0]
 
     def item(self, **symbols: int) -> Any:

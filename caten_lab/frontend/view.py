@@ -9,32 +9,9 @@ Dimensions may be ints or symbolic ``Expr``; their arithmetic simplifies without
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
+from caten_lab.air.shapes import contiguous_strides
 from caten_lab.air.symbolic import Dim, Expr, floordiv, smax, smin
-
-
-def prod(dims: tuple) -> Dim:
-    """Product of dims (cached: shapes repeat across layers and symbolic products are not free)."""
-    return _prod(tuple(dims))
-
-
-@lru_cache(maxsize=4096)
-def _prod(dims: tuple) -> Dim:
-    out: Dim = 1
-    for d in dims:
-        out = out * d
-    return out
-
-
-@lru_cache(maxsize=4096)
-def contiguous_strides(shape: tuple) -> tuple:
-    strides: list[Dim] = []
-    acc: Dim = 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc = acc * d
-    return tuple(reversed(strides))
 
 
 def _is_one(d: Dim) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from caten_lab.air.graph import Graph
+from caten_lab.config import config
 from caten_lab.errors import CatenError
 from caten_lab.models import prepared_weights
 from caten_lab.models.gpt2_weights import GPT2Weights, load_gguf, load_hf_dir
@@ -201,8 +202,6 @@ class GPT2Runner:
         keyed by the source files' identity; a warm start maps them instead of reading the source
         (``runner.weights_cache`` says which happened; ``CATEN_WEIGHT_CACHE=0`` turns it off).
         """
-        from caten_lab.config import config
-
         if weight_format not in FORMATS:
             raise CatenError(
                 f"unknown weight format {weight_format!r}", hint=f"use one of {', '.join(FORMATS)}"

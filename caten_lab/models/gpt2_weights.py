@@ -249,7 +249,9 @@ _GGUF_BLOCK = {
     "ffn_down.weight": "mlp.c_proj.weight",
     "ffn_down.bias": "mlp.c_proj.bias",
 }
-_TRANSPOSED = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+# HF GPT-2 stores these as Conv1D (in, out); the model (and the exported library) use (out, in).
+TRANSPOSED_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+_TRANSPOSED = TRANSPOSED_WEIGHTS  # old name, still read by workflow/export.py (the lead renames it at merge)
 
 
 def _import_gguf():  # noqa: ANN202 - the gguf module
@@ -327,7 +329,7 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
     shapes = {}
     for name, t in names.items():
         shape = tuple(int(x) for x in reversed(t.shape))  # type: ignore[attr-defined]  # GGUF: fastest dim first
-        shapes[name] = tuple(reversed(shape)) if name.endswith(_TRANSPOSED) else shape
+        shapes[name] = tuple(reversed(shape)) if name.endswith(TRANSPOSED_WEIGHTS) else shape
     entries = [TensorEntry(n, "F32", s, 0, 0) for n, s in shapes.items()]
     check_model_tensors(str(p), entries, expected)
     sd: dict[str, np.ndarray] = {}
@@ -343,7 +345,7 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
             arr = arr.astype(np.float16)
         elif arr.dtype != np.float32:
             arr = arr.astype(np.float32)
-        if name.endswith(_TRANSPOSED):
+        if name.endswith(TRANSPOSED_WEIGHTS):
             arr = np.ascontiguousarray(arr.T)
         sd[name] = arr
     return GPT2Weights(cfg, validate_state_dict(cfg, sd, str(p)), str(p))
@@ -377,7 +379,7 @@ def save_gguf(weights: GPT2Weights, path: str | os.PathLike, dtype: str = "f32")
         }
     )
     for name, arr in weights.state_dict.items():
-        a = np.ascontiguousarray(arr.T if name.endswith(_TRANSPOSED) else arr, dtype=np.float32)
+        a = np.ascontiguousarray(arr.T if name.endswith(TRANSPOSED_WEIGHTS) else arr, dtype=np.float32)
         t = qtype[dtype] if a.ndim == 2 else gguf.GGMLQuantizationType.F32
         if t == gguf.GGMLQuantizationType.Q8_0 and a.shape[-1] % 32:
             t = gguf.GGMLQuantizationType.F16

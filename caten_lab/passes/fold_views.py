@@ -12,9 +12,10 @@ from typing import Any
 
 from caten_lab.air.node import Node
 from caten_lab.air.rewriter import Match, Pat, Rule
+from caten_lab.air.shapes import contiguous_strides, numel
 from caten_lab.air.symbolic import Expr
 from caten_lab.passes.base import RewritePass
-from caten_lab.passes.values import contiguous_strides, is_contiguous, is_positive_zero, numel, same_dim
+from caten_lab.passes.values import is_contiguous, is_positive_zero, same_dim
 
 
 def _all_int(*seqs: Any) -> bool:

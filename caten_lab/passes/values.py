@@ -8,6 +8,7 @@ from typing import Any
 
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node, Read
+from caten_lab.air.shapes import contiguous_strides
 from caten_lab.air.symbolic import Expr
 from caten_lab.air.value import Value
 
@@ -81,23 +82,6 @@ def fill(g: Graph, like: Node, value: Any) -> str:
 def as_value(g: Graph, read: Read, like: Node) -> str:
     """``read`` itself when it is a value; a literal becomes a ``const`` shaped like ``like``."""
     return read if isinstance(read, Value) else fill(g, like, read)
-
-
-def contiguous_strides(shape: tuple) -> tuple:
-    """Row-major strides of ``shape`` (ints or symbolic)."""
-    out = []
-    acc: Any = 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc = acc * d
-    return tuple(reversed(out))
-
-
-def numel(shape: tuple) -> Any:
-    acc: Any = 1
-    for d in shape:
-        acc = acc * d
-    return acc
 
 
 def same_dim(a: Any, b: Any) -> bool:

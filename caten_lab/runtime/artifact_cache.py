@@ -64,6 +64,7 @@ CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "loop_ir": (LoopProgram.to_json, LoopProgram.from_json),
     "memory_plan": (MemoryPlan.to_json, MemoryPlan.from_json),
     "c_source": (str, str),
+    "c_units": (_plain, lambda v: [(str(name), str(text)) for name, text in v]),  # Rendered.units
     "source_map": (_plain, lambda v: [[int(x) for x in row] for row in v]),
     "kernel_lines": (_plain, _pairs),
     "function_lines": (_plain, _pairs),

@@ -1,49 +1,35 @@
 """Compile one generated C file as several translation units at once, then link them.
 
 The C compiler dominates a cold compile (GPT-2 small: ~0.1 s of Python, ~1.5-2 s of gcc on one
-core), and almost all of that goes into the large kernel functions. ``codegen/render_c.py`` brackets
-every kernel function with two whole marker lines (defined here, ``KERNEL_END`` and ``kernel_begin``; render_c imports them)::
+core), and almost all of that goes into the large kernel functions. The renderer
+(``codegen/render.py``) hands over the file as units, in file order (``Rendered.units``): the
+prelude, one unit per kernel function, then the rest (prototypes, trampolines, call table, entry).
+It declares kernels ``CL_KERNEL_LINKAGE __attribute__((noinline))`` (``codegen/markers.py``, the
+contract; the prelude defines the macro as ``static`` unless it is defined) and repeats their
+prototypes before the entry. ``compose_parts`` builds the translation units from those units, never
+by reading the C: every part gets the prelude and a share of the kernels, balanced by size; part 0
+also gets the rest. Each part defines the linkage as hidden visibility, so the kernels link across
+parts while the ``.so`` exports exactly what the one-file build exports; kernels are noinline, so each
+compiles to the same code either way. ``#line`` directives name the full source file with each
+unit's line number in it, so a diagnostic from any part reads as the one-file build's would.
 
-    /* cl:kernel <function name> */
-    ... the function ...
-    /* cl:end */
-
-declares kernels ``CL_KERNEL_LINKAGE __attribute__((noinline))`` (``CL_KERNEL_LINKAGE`` defaults to
-``static``), and repeats their prototypes before the entry. ``split_source`` cuts the file on the
-markers: every part gets the prelude (the text before the first kernel) and a share of the kernels,
-balanced by size; part 0 also gets everything else (prototypes, trampolines, tables, entry points).
-Each part defines the linkage as hidden visibility, so the kernels link across parts while the
-``.so`` exports exactly what the one-file build exports; kernels are noinline, so each compiles to
-the same code either way. ``#line`` directives name the full source file with its line numbers, so a
-diagnostic from any part reads as the one-file build's would.
-
-A source without markers (e.g. cached by an earlier version), a small one, or a one-core machine
-gets a single part: ``build_library`` then keeps its one compiler call.
+A source without units (an action, the export), units that do not tile the source, a small source,
+or a one-core machine gets a single part: ``build_library`` then keeps its one compiler call.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-# The contract with codegen/render_c.py, which imports these: marker lines around each kernel
-# function, and the macro its signature starts with.
-LINKAGE_MACRO = "CL_KERNEL_LINKAGE"
-KERNEL_END = "/* cl:end */"
+from caten_lab.codegen.markers import KERNEL_END, LINKAGE_MACRO, MAIN_UNITS, PRELUDE_UNIT, kernel_begin
 
-
-def kernel_begin(name: str) -> str:
-    """The marker line before kernel function ``name``."""
-    return f"/* cl:kernel {name} */"
-
-
-_BEGIN = re.compile(re.escape(kernel_begin("@")).replace("@", r"(\w+)"))
 _HIDDEN = f'#define {LINKAGE_MACRO} __attribute__((visibility("hidden")))'
 
 MIN_SPLIT_LINES = 300  # kernel lines; below, the extra compiler process and link cost more than they save
@@ -58,67 +44,91 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def kernel_spans(lines: Sequence[str]) -> list[tuple[int, int]]:
-    """0-based (begin marker, end marker) line of every kernel; [] when the markers are absent or unpaired."""
-    spans: list[tuple[int, int]] = []
-    start = -1
-    for i, line in enumerate(lines):
-        if _BEGIN.fullmatch(line):
-            if start >= 0:
-                return []
-            start = i
-        elif line == KERNEL_END:
-            if start < 0:
-                return []
-            spans.append((start, i))
-            start = -1
-    return spans if start < 0 else []
+@dataclass(frozen=True)
+class Unit:
+    """One unit of the source: ``name`` (``PRELUDE_UNIT``, a kernel function, or one of ``MAIN_UNITS``),
+    its ``text`` and the 1-based source line it starts on."""
+
+    name: str
+    text: str
+    line: int
+
+    @property
+    def lines(self) -> int:
+        return self.text.count("\n")
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.name != PRELUDE_UNIT and self.name not in MAIN_UNITS
 
 
-def part_count(spans: Sequence[tuple[int, int]]) -> int:
-    """How many translation units pay off: 1 unless the kernels are big and there are CPUs to spare."""
-    kernel_lines = sum(e - b + 1 for b, e in spans)
-    if kernel_lines < MIN_SPLIT_LINES:
-        return 1
-    return max(1, min(cpu_count(), len(spans), MAX_PARTS))
+def place_units(source: str, units: Sequence[tuple[str, str]]) -> list[Unit]:
+    """``units`` (the renderer's (name, text) pairs, in file order) with their line in ``source``.
 
-
-def split_source(source: str, parts: int, filename: str) -> list[str]:
-    """``source`` as ``parts`` translation units (largest kernel first onto the least-loaded part).
-
-    Returns ``[source]`` when it cannot be split. ``filename`` is the name ``#line`` gives every chunk.
+    [] unless they tile the source exactly: each text is whole lines found at or after the previous
+    unit, the first unit is the prelude at line 1, and between units there is nothing but the
+    renderer's marker lines and blank lines. Anything else builds as one file.
     """
-    lines = source.split("\n")
-    spans = kernel_spans(lines)
-    parts = min(parts, len(spans))
+    if not units or units[0][0] != PRELUDE_UNIT:
+        return []
+    markers = {"", KERNEL_END}
+    out: list[Unit] = []
+    pos, line = 0, 1
+    for name, text in units:
+        if not text.endswith("\n"):
+            return []
+        at = source.find(text, pos)
+        if at < 0 or (at > 0 and source[at - 1] != "\n"):
+            return []
+        gap = source[pos:at].split("\n")[:-1]
+        if any(g not in markers and g != kernel_begin(name) for g in gap):
+            return []
+        line += len(gap)
+        out.append(Unit(name, text, line))
+        line += text.count("\n")
+        pos = at + len(text)
+    if any(g not in markers for g in source[pos:].split("\n")):
+        return []
+    return out
+
+
+def part_count(units: Sequence[Unit]) -> int:
+    """How many translation units pay off: 1 unless the kernels are big and there are CPUs to spare."""
+    kernels = [u for u in units if u.is_kernel]
+    if sum(u.lines for u in kernels) < MIN_SPLIT_LINES:
+        return 1
+    return max(1, min(cpu_count(), len(kernels), MAX_PARTS))
+
+
+def compose_parts(units: Sequence[Unit], parts: int, filename: str) -> list[str]:
+    """The text of ``parts`` translation units (largest kernel first onto the least-loaded part).
+
+    ``units`` come from :func:`place_units`; returns [] when there are fewer than two kernels to share.
+    ``filename`` is the name ``#line`` gives every unit.
+    """
+    kernels = [k for k, u in enumerate(units) if u.is_kernel]
+    parts = min(parts, len(kernels))
     if parts < 2:
-        return [source]
-    shared = spans[0][0]  # the prelude: in every part
+        return []
     load = [0] * parts
-    load[0] = len(lines) - shared - sum(e - b + 1 for b, e in spans)  # part 0 alone has the rest
-    owner = [0] * len(spans)
-    for k in sorted(range(len(spans)), key=lambda k: spans[k][0] - spans[k][1]):
+    load[0] = sum(u.lines for u in units if not u.is_kernel and u.name != PRELUDE_UNIT)  # part 0 has the rest
+    owner = [0] * len(units)  # the part of each unit; -1 for the prelude, in every part
+    for k, u in enumerate(units):
+        if u.name == PRELUDE_UNIT:
+            owner[k] = -1
+    for k in sorted(kernels, key=lambda k: -units[k].lines):
         p = min(range(parts), key=load.__getitem__)
         owner[k] = p
-        load[p] += spans[k][1] - spans[k][0] + 1
+        load[p] += units[k].lines
     name = filename.replace("\\", "\\\\").replace('"', '\\"')
-    # (first line, end line, part or -1 for all) segments in file order
-    segments = [(0, shared, -1)]
-    pos = shared
-    for k, (b, e) in enumerate(spans):
-        if pos < b:
-            segments.append((pos, b, 0))
-        segments.append((b, e + 1, owner[k]))
-        pos = e + 1
-    segments.append((pos, len(lines), 0))
     out = []
     for p in range(parts):
-        text = [_HIDDEN]
-        for a, b, who in segments:
-            if who in (-1, p) and a < b:
-                text.append(f'#line {a + 1} "{name}"')
-                text.extend(lines[a:b])
-        out.append("\n".join(text))
+        text = [_HIDDEN + "\n"]
+        for k, u in enumerate(units):
+            if owner[k] in (-1, p):
+                text.append(f'#line {u.line} "{name}"\n')
+                text.append(u.text)
+        out.append("".join(text))
     return out
 
 

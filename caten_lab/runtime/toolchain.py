@@ -14,7 +14,8 @@
   :class:`~caten_lab.runtime.cache_files.CacheWarning`, and nothing that failed the check is ever
   loaded. ``toolchains.json`` is checked the same way (a digest of its entries and the known flags).
 - A big multi-kernel source is compiled as one translation unit per CPU (up to 8) in parallel and
-  linked (``parallel_build``); the cache key and the cached ``.c`` are those of the one-file build.
+  linked, composed from the renderer's units (``parallel_build``); the cache key and the cached ``.c``
+  are those of the one-file build.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +47,7 @@ from caten_lab.runtime.cache_files import (
     publish,
     read_entry,
 )
-from caten_lab.runtime.parallel_build import compile_parts, kernel_spans, part_count, split_source
+from caten_lab.runtime.parallel_build import compile_parts, compose_parts, part_count, place_units
 
 BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=gnu11", "-fwrapv", "-fno-math-errno"]
 MINIMAL_FLAGS = ["-O2", "-fPIC", "-shared"]  # when a base flag is not supported
@@ -220,11 +222,16 @@ class Built:
     sha256: str = ""
 
 
-def _parts(source: str, tc: Toolchain) -> int:
-    """Translation units for ``source``: >1 only for gcc/clang-like toolchains (OpenMP probe passed)."""
-    if not tc.openmp or "-shared" not in tc.flags:
-        return 1
-    return part_count(kernel_spans(source.split("\n")))
+def _parts(source: str, units: Sequence[tuple[str, str]] | None, tc: Toolchain, filename: str) -> list[str]:
+    """The translation units to compile ``source`` as: [] for one compiler call on the whole file.
+
+    Several only for gcc/clang-like toolchains (OpenMP probe passed) and a big multi-kernel source
+    whose renderer units tile it (``parallel_build``).
+    """
+    if not units or not tc.openmp or "-shared" not in tc.flags:
+        return []
+    placed = place_units(source, units)
+    return compose_parts(placed, part_count(placed), filename) if placed else []
 
 
 def sidecar(path: Path) -> Path:
@@ -288,12 +295,14 @@ def _remove_loadable() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def build_library(source: str, tc: Toolchain, cache_dir: Path, *, force: bool = False) -> Built:
+def build_library(source: str, tc: Toolchain, cache_dir: Path, *, force: bool = False,
+                  units: Sequence[tuple[str, str]] | None = None) -> Built:
     """The shared library for ``source``: from the disk cache (verified), or compiled now (atomically).
 
-    ``force`` discards a cached library first. A big multi-kernel source is compiled as several
-    translation units in parallel and linked (``parallel_build``); the cache key and the cached ``.c``
-    (the full source) do not depend on that.
+    ``force`` discards a cached library first. ``units`` are the renderer's (name, text) parts of
+    ``source`` (``Rendered.units``): a big multi-kernel source is then compiled as several translation
+    units in parallel and linked (``parallel_build``); the cache key and the cached ``.c`` (the full
+    source) do not depend on that.
     """
     cache_dir = cache_root(cache_dir)
     key = library_key(source, tc)
@@ -317,9 +326,9 @@ def build_library(source: str, tc: Toolchain, cache_dir: Path, *, force: bool = 
     tmp_sum = tmp_c[:-2] + ".sha256"
     t0 = time.perf_counter()
     try:
-        parts = split_source(source, _parts(source, tc), tmp_c)
+        parts = _parts(source, units, tc, tmp_c)
         try:
-            if len(parts) > 1:
+            if parts:
                 status, output = compile_parts(tc.cc, tc.flags, parts, tmp_so, timeout=600)
             else:
                 r = _run([*tc.cc, *tc.flags, "-o", tmp_so, tmp_c, "-lm"], timeout=600)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from caten_lab.errors import CatenError
 from caten_lab.workflow import ir
-from caten_lab.workflow.types import LOCAL_MAX_BYTES, ArrayType, LocalType, ScalarType, _LocalFactory
+from caten_lab.workflow.types import LOCAL_MAX_BYTES, ArrayType, Local, LocalType, ScalarType
 
 _BINOPS: dict[type, str] = {
     ast.Add: "+",
@@ -450,7 +450,7 @@ class _Lowerer:
             obj = self.lookup(value.func.id) if value.func.id not in self.locals else None
         except KeyError:
             return None
-        if not isinstance(obj, _LocalFactory):
+        if obj is not Local:  # the one Local of workflow.types
             return None
         if len(value.args) != 2 or value.keywords:
             raise self.error(value, "Local takes (dtype, dims): `Local(i32, 64)` or `Local(f32, (4, 4))`")
@@ -749,7 +749,7 @@ class _Lowerer:
             )
         if _is_action(callee):
             return ir.Call(callee, [self.expr(a) for a in e.args], line)
-        if isinstance(callee, _LocalFactory):
+        if callee is Local:
             raise self.error(e, "Local(...) must be assigned directly to a variable: `buf = Local(i32, 64)`")
         raise self.error(
             e,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from caten_lab.air import Graph, dtypes
-from caten_lab.passes.indexing import contiguous_strides
+from caten_lab.air.shapes import contiguous_strides
 
 LOG2E = 1.4426950408889634
 

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from caten_lab.air import Graph, Sym, dtypes, is_value
 from caten_lab.air.dtypes import DType
+from caten_lab.air.shapes import contiguous_strides
 from caten_lab.air.symbolic import evaluate
-from caten_lab.passes.indexing import contiguous_strides
 
 FLOATS = (dtypes.float32, dtypes.float64, dtypes.float16)
 INTS = (dtypes.int32, dtypes.int64)

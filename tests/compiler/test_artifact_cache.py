@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 from compiler_progs import row_max_graph
+from kir_progs import chain
 
 from caten_lab.air import Graph
+from caten_lab.codegen.render import render_program
 from caten_lab.compiler import compile
 from caten_lab.config import settings
 from caten_lab.runtime import artifact_cache
@@ -68,3 +70,15 @@ def test_a_changed_tuning_constant_is_a_different_cache_entry(tmp_path, monkeypa
         assert plain.c_source != split  # not the cached program built with the lanes split
         assert len(list(tmp_path.glob("artifacts_*.json"))) == 2
         np.testing.assert_allclose(run(g, inputs)[0][..., 0], inputs["x"] @ inputs["w"].T, rtol=1e-5, atol=1e-5)
+
+
+def test_the_renderers_units_round_trip_through_the_cache():
+    """A warm compile hands build_library the same units as a cold one, so it builds in parallel too."""
+    r = render_program(chain())
+    g = row_max_graph()
+    body = artifact_cache.encode(g, {"c_source": r.source, "c_units": r.units})
+    assert body is not None
+    _, arts = artifact_cache.decode(body)
+    assert arts == {"c_source": r.source, "c_units": r.units}
+    assert [name for name, _ in arts["c_units"]] == ["prelude", "kern0", "kern1", "kern2", "kern3", "kern4",
+                                                    "prototypes", "entry"]

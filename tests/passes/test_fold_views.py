@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from passes_graphgen import assert_same_results, run
 
 from caten_lab.air import Graph, Sym, dtypes, interpret
+from caten_lab.air.shapes import contiguous_strides
 from caten_lab.passes import PassContext, PassManager, fold_views_pass, graph_passes
 from caten_lab.passes.fold_views import compose
-from caten_lab.passes.values import contiguous_strides
 
 
 def _fold(g: Graph) -> Graph:
