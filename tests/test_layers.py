@@ -74,7 +74,6 @@ KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = {
 KNOWN_GENERATED_C_REGEX: set[str] = {
     "caten_lab.codegen.lanes",  # loop bodies
     "caten_lab.codegen.rowblock",  # loop bodies
-    "caten_lab.workflow.host",  # an action's C signature
     "caten_lab.workflow.export",  # a buffer size rendered to C (c_dim)
 }
 

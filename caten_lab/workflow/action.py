@@ -17,8 +17,10 @@ import numpy as np
 
 from caten_lab.errors import CatenError, ShapeError
 from caten_lab.workflow import ir
+from caten_lab.workflow.cgen import render_c
 from caten_lab.workflow.infer import TypeInfo, infer
 from caten_lab.workflow.lower import lower_function
+from caten_lab.workflow.to_kir import lower_actions
 from caten_lab.workflow.types import ArrayType, ScalarType, boolean, f64
 
 _INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u8": (0, 255)}
@@ -90,6 +92,8 @@ class Action:
     def compile(self, **options: Any) -> Callable[..., Any]:
         """A native (C) callable with the same signature; cached on the action."""
         if self._compiled is None or options:
+            # imported here, not for a cycle: the native backend needs cffi and a C compiler, which
+            # interpreted actions do not (tokenizers/compiled.py probes for it)
             from caten_lab.workflow.native import compile_action
 
             compiled = compile_action(self, **options)
@@ -101,14 +105,10 @@ class Action:
     def kernel_ir(self, safety: int = 1) -> Any:
         """The kernel-IR program (:class:`caten_lab.codegen.kir.Program`) of this action and the actions
         it calls; ``.text()`` prints it."""
-        from caten_lab.workflow.to_kir import lower_actions
-
         return lower_actions(self, safety=safety).program
 
     def c_source(self) -> str:
         """The C code this action (and the actions it calls) compile to."""
-        from caten_lab.workflow.cgen import render_c
-
         return render_c(self).source
 
 
