@@ -70,13 +70,15 @@ class ExprLowering:
         self.range_facts = range_facts(self.ir) if safety >= 1 else {}
         self.fn_origin = K.Origin(file=self.ir.file, line=self.ir.firstline)
         self._origins: dict[int, K.Origin] = {}
+        # actions called (named in ``names`` when first seen): kept across reset(), since a second attempt
+        # finds their names taken and would not list them again
+        self.callees: list[object] = []
         self.reset()
 
     def reset(self) -> None:
         self.checker = Checker(self.ir)
         self.decls: dict[str, K.Decl] = {}  # variable -> its declaration (at the top of the function)
         self.locals: dict[str, tuple[DType, int, int]] = {}  # Local -> (dtype, elements, line of Local())
-        self.callees: list[object] = []
         self.active: dict[str, RangeFact] = {}  # loop variable -> the fact of the loop being lowered
         self.org = self.fn_origin
         self.can_fail = False  # set by a call that can record an error

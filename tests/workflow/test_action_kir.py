@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import wf_examples as ex
 from kir_queries import calls, nodes, of_type
+from wf_examples import dot
 
 from caten_lab.air.dtypes import DType
 from caten_lab.codegen import kir as K
@@ -157,3 +158,33 @@ def test_narrow_integers_wrap_as_in_numpy():
         for x, y, k in ((200, 100, 3), (255, 255, -1), (0, 0, 0), (17, 250, 2**31 - 1), (128, 128, -(2**31)),
                         (100, 151, 5)):
             assert native(x, y, k) == _narrow_numpy(x, y, k), (x, y, k)
+
+
+@action
+def dot_then_sum(a: Array[f32, ("n",)]) -> f32:
+    s = dot(a, a)
+    for i in range(len(a)):
+        s += a[i]
+    return s
+
+
+def test_fallback_after_a_partial_structured_attempt_keeps_the_callees():
+    """A structure note that fails midway (after a call was lowered) falls back to gotos; the callee
+    named in the first attempt is still compiled (it was dropped: an undefined C function)."""
+    import copy
+
+    clone = copy.copy(dot_then_sum)
+    clone.ir = copy.copy(dot_then_sum.ir)
+    clone.ir.structure = [0]  # block 0 (the call) lowers, then its jump into the loop has no structured form
+    r = render_c(clone, check=True)
+    assert of_type(r.program, K.Goto)
+    assert {f.name for f in r.program.functions} == {"caten_action_dot_then_sum", "act_dot_1"}
+    from caten_lab.config import config
+    from caten_lab.runtime.toolchain import build_library, toolchain
+    from caten_lab.workflow.native import NativeAction
+
+    cfg = config()
+    built = build_library(r.source, toolchain(cfg.cc, cfg.cache_dir), cfg.cache_dir)
+    native = NativeAction(clone, r, built.path, 1, built.cc_s)
+    a = np.arange(5, dtype=np.float32)
+    assert native(a) == dot_then_sum(a) == float(a @ a + a.sum())
