@@ -273,9 +273,11 @@ class _FunctionLowering(ExprLowering):
             return (self.errcheck(s.origin),) if can_fail else ()
 
         stmts = _map_stmts(tuple(body), resolve)
-        heap = [(c, dt, n, line) for c, (dt, n, line) in self.locals.items() if n * max(dt.itemsize, 1) > LOCAL_STACK_LIMIT]
-        stack = [K.Decl(c, dt, size=const(n, I64, self.fn_origin), origin=self.fn_origin) for c, (dt, n, _) in self.locals.items()
-                 if all(c != h[0] for h in heap)]
+        heap = [(c, dt, n, line) for c, (dt, n, line) in self.locals.items() if n * dt.itemsize > LOCAL_STACK_LIMIT]
+        on_heap = {h[0] for h in heap}
+        org = self.fn_origin
+        stack = [K.Decl(c, dt, size=const(n, I64, org), origin=org)
+                 for c, (dt, n, _) in self.locals.items() if c not in on_heap]
         decls = (*self.decls.values(), *stack)
         ret = None if self.info.returns is None else self.info.returns.dtype
         if not heap:
@@ -288,7 +290,8 @@ class _FunctionLowering(ExprLowering):
         wrapper ``<name>`` that allocates them in its call."""
         org = self.fn_origin
         ret = None if self.info.returns is None else self.info.returns.dtype
-        frees = tuple(K.Eval(K.Call("cl_act_free", (K.Var(c, dt, org),), DType.int32, org), org) for c, dt, _, _ in heap)
+        frees = tuple(K.Eval(K.Call("cl_act_free", (K.Var(c, dt, org),), DType.int32, org), org)
+                      for c, dt, _, _ in heap)
 
         def freeing(s: K.Stmt) -> tuple | None:
             if not isinstance(s, K.Return):
