@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from caten_lab.errors import CatenError
-from caten_lab.models.sampling import check_token_ids
+from caten_lab.token_ids import check_token_ids
 from caten_lab.workflow.action import action
 from caten_lab.workflow.host import host_action
 from caten_lab.workflow.samplers import sample_token

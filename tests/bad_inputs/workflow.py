@@ -15,7 +15,7 @@ import numpy as np
 
 from bad_inputs import Case
 from caten_lab.errors import CatenError, RuntimeCheckError
-from caten_lab.workflow import Array, Local, action, f32, f64, i32, i64
+from caten_lab.workflow import Array, Local, action, f32, f64, i32, i64, u8
 from caten_lab.workflow.host import host_action
 
 MODEL = Path(__file__).resolve().parents[2] / "assets" / "tiny_gpt2"
@@ -265,6 +265,51 @@ def magic_unbalanced_single_quote() -> None:
     _magic("--panes 'graph")
 
 
+# ---- export ---------------------------------------------------------------------------------
+
+
+def export_not_a_workflow() -> None:
+    from caten_lab.workflow.export import export
+
+    export(42, "/nonexistent/export")  # refused before anything is written
+
+
+def export_name_not_an_identifier() -> None:
+    from caten_lab.workflow.export import generation_workflow
+
+    generation_workflow(MODEL, name="my-gpt")
+
+
+def export_unknown_weight_format() -> None:
+    from caten_lab.workflow.export import generation_workflow
+
+    generation_workflow(MODEL, weight_format="int4")
+
+
+def export_size_with_floor_division() -> None:
+    from caten_lab.air.symbolic import Sym, floordiv
+    from caten_lab.workflow.model_tables import size_code
+
+    size_code(floordiv(Sym("seq"), 2) * 8, {"seq": 0}, "buffer 'half'")
+
+
+def export_action_signature_changed() -> None:
+    from caten_lab.workflow.model_tables import check_c_call
+
+    @action
+    def chunk_end(n: i64, buf: Array[u8, ("n",)], last: i32) -> i64:  # the fixed C passes (buf, n, last)
+        return n
+
+    check_c_call(chunk_end, "caten_action_chunk_end")
+
+
+def export_tokenizer_tables_differ() -> None:
+    from caten_lab.workflow.model_tables import check_tokenizer_tables
+    from caten_lab.workflow.tokenizers.static_data import pack_static
+
+    check_tokenizer_tables(pack_static({"byte_ids": np.zeros(256, np.int64), "n_vocab": 4}))
+
+
 CASES: list[Case] = [
     ("action: read out of bounds (default safety)", action_read_out_of_bounds, RuntimeCheckError,
      ("index 1000000000 out of bounds", "size 4", "return a[i]")),
@@ -313,4 +358,16 @@ CASES: list[Case] = [
     ("magic: unbalanced double quote", magic_unbalanced_double_quote, CatenError,
      ("UsageError: %%caten: cannot split the options", "No closing quotation")),
     ("magic: unbalanced single quote", magic_unbalanced_single_quote, CatenError, ("No closing quotation",)),
+    ("export: not a workflow", export_not_a_workflow, CatenError, ("export() takes a workflow, got int",)),
+    ("export: name not a C identifier", export_name_not_an_identifier, CatenError,
+     ("workflow name 'my-gpt' must be a C identifier",)),
+    ("export: unknown weight format", export_unknown_weight_format, CatenError,
+     ("weight_format 'int4' is not one of fp32, fp16, int8",)),
+    ("export: buffer size with floor division", export_size_with_floor_division, CatenError,
+     ("buffer 'half': size", "uses '//' of symbols", "polynomials")),
+    ("export: action signature changed", export_action_signature_changed, CatenError,
+     ("action 'chunk_end' is now caten_action_chunk_end(n:i64 buf:u8[1] last:i32 -> i64)",
+      "calls caten_action_chunk_end(buf:u8[1] n:i64 last:i32 -> i64)")),
+    ("export: tokenizer tables differ", export_tokenizer_tables_differ, CatenError,
+     ("tokenizer tables [('byte_ids', 'int64'), ('n_vocab', 'scalar')] differ",)),
 ]

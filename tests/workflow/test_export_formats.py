@@ -78,8 +78,8 @@ static char MSG[1024];
 API int t_load(const char *path) { ct_model_free(&M); return ct_model_load(&M, path, MSG); }
 API const char *t_msg(void) { return MSG; }
 API int t_nweights(void) { return CT_NWEIGHTS; }
-API const char *t_name(int w) { return ct_weights[w].name; }
-API int t_fmt(int w) { return ct_weights[w].fmt; }
+API const char *t_name(int w) { return ct_weight_name(w); }
+API int t_fmt(int w) { return (int)ct_weights[w].fmt; }
 API void *t_buf(int w) { return M.bufs[ct_weights[w].buf]; }
 API void *t_scale(int w) { return ct_weights[w].scale >= 0 ? M.bufs[ct_weights[w].scale] : NULL; }
 API int t_forward(const int32_t *ids, int64_t n, float *logits) {
@@ -102,7 +102,7 @@ API void t_free(void) { ct_model_free(&M); }
 @pytest.fixture(scope="module")
 def harness(lowbit) -> tuple[str, ctypes.CDLL, object]:
     """The library's own glue (static functions included) compiled with the library's flags, for ctypes."""
-    from caten_lab.workflow.export import _toolchain_flags
+    from caten_lab.runtime.objects import current_toolchain, object_flags
 
     fmt, out, runner = lowbit
     src = out.directory / "src"
@@ -110,7 +110,8 @@ def harness(lowbit) -> tuple[str, ctypes.CDLL, object]:
     c.write_text(HARNESS.replace("@NAME@", "gpt2"))
     so = src / "harness.so"
     objs = [str(p.with_suffix(".o")) for p in out.sources if p.parent == src and p.stem != "gpt2_workflow"]
-    cc, flags = _toolchain_flags()
+    tc = current_toolchain()
+    cc, flags = list(tc.cc), object_flags(tc)
     subprocess.run(
         [*cc, *flags, "-shared", f"-I{out.directory}", f"-I{src}", "-o", str(so), str(c), *objs, "-lm"],
         check=True,

@@ -51,11 +51,17 @@ API int t_st_load(const char *path, const char *name, int ndim, const int64_t *s
 }
 API int t_load(const char *path) { ct_model_free(&M); return ct_model_load(&M, path, MSG); }
 API int t_nweights(void) { return CT_NWEIGHTS; }
-API const char *t_name(int w) { return ct_weights[w].name; }
-API int t_fmt(int w) { return ct_weights[w].fmt; }
+API const char *t_name(int w) { return ct_weight_name(w); }
+API int t_fmt(int w) { return (int)ct_weights[w].fmt; }
 API void *t_buf(int w) { return M.bufs[ct_weights[w].buf]; }
 API void *t_scale(int w) { return ct_weights[w].scale >= 0 ? M.bufs[ct_weights[w].scale] : NULL; }
 API void t_free(void) { ct_model_free(&M); }
+API long t_nbuf(void) { return CT_NBUF; }
+API long t_elems(int b, long seq, long pos) {
+  int64_t sym[CT_SYM_SIZE];
+  ct_set_symbols(sym, seq, pos);
+  return (long)ct_elems(b, sym);
+}
 """
 
 # 472 bytes: 5 rows of 23 float32 or 3 of 37 (37 and 23 rows are no multiples), 118 single values;
@@ -67,14 +73,15 @@ MODEL_BLOCK = 3 * 2048 + 100
 
 def _build(out, tag: str, block: int | None) -> ctypes.CDLL:
     """The library's glue (static functions included) with the library's flags and ``block``, for ctypes."""
-    from caten_lab.workflow.export import _toolchain_flags
+    from caten_lab.runtime.objects import current_toolchain, object_flags
 
     src = out.directory / "src"
     c = src / f"load_harness_{tag}.c"
     c.write_text(HARNESS)
     so = src / f"load_harness_{tag}.so"
     objs = [str(p.with_suffix(".o")) for p in out.sources if p.parent == src and p.stem != "gpt2_workflow"]
-    cc, flags = _toolchain_flags()
+    tc = current_toolchain()
+    cc, flags = list(tc.cc), object_flags(tc)
     define = [f"-DCT_LOAD_BLOCK_BYTES={block}"] if block is not None else []
     r = subprocess.run(
         [
@@ -102,6 +109,8 @@ def _build(out, tag: str, block: int | None) -> ctypes.CDLL:
     lib.t_st_load.argtypes += [vp, vp, ctypes.c_long]
     lib.t_load.argtypes = [ctypes.c_char_p]
     lib.t_buf.restype = lib.t_scale.restype = vp
+    lib.t_elems.restype = lib.t_nbuf.restype = ctypes.c_long
+    lib.t_elems.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_long]
     return lib
 
 
@@ -377,6 +386,44 @@ def test_model_tensors_are_the_python_table(model_lib) -> None:
     lib = model_lib("fp32")
     names = {lib.t_name(w).decode() for w in range(lib.t_nweights())}
     assert names == set(expected_shapes(config_from_dict(json.loads((MODEL / "config.json").read_text()))))
+
+
+def test_buffer_sizes_are_the_symbolic_shapes(model_lib) -> None:
+    """The library sizes every buffer from the packed polynomial of its shape (model_tables.size_code,
+    evaluated by ct_elems): the element counts the symbolic shapes give for each (seq, pos)."""
+    from caten_lab.air.symbolic import evaluate
+    from caten_lab.passes.indexing import numel
+    from caten_lab.workflow.export import generation_workflow
+
+    runner = generation_workflow(MODEL, n_ctx=32).runner
+    runner.compile()
+    buffers = runner.program.schedule.buffers
+    lib = model_lib("fp32")
+    assert lib.t_nbuf() == len(buffers)
+    sizes = [numel(tuple(info.shape)) for info in buffers.values()]
+    assert any(not isinstance(n, int) for n in sizes)  # the intermediates grow with seq (and pos)
+    for b, (name, n) in enumerate(zip(buffers, sizes, strict=True)):
+        for seq, pos in ((1, 0), (7, 3), (32, 0), (1, 31)):
+            assert lib.t_elems(b, seq, pos) == evaluate(n, {"seq": seq, "pos": pos}), (name, seq, pos)
+
+
+def test_runtime_unit_is_the_packages_fixed_c(fp32_export) -> None:
+    """The library's runtime is the package's C files (caten_lab/workflow/c/, the prefix filled in);
+    what the export generates is the compiled units and data: the tables' blobs and the prototypes."""
+    from caten_lab.workflow.c_library import RUNTIME_FILES, c_file, fill, template_values
+    from caten_lab.workflow.export import GENERATE_C
+
+    src = fp32_export.directory / "src"
+    values = template_values("gpt2", "fp32")
+    for f in (*RUNTIME_FILES, *GENERATE_C.files):
+        assert (src / f).read_text() == fill(c_file(f), values), f
+    assert (src / "gpt2_workflow.c").read_text() == fill(c_file(GENERATE_C.unit), values)
+    fixed = {*RUNTIME_FILES, *GENERATE_C.files, "gpt2_workflow.c", "rules.h"}
+    harness = {p.name for p in src.glob("load_harness_*")}  # the other tests' harnesses (_build)
+    generated = {p.name for p in src.iterdir() if p.suffix in (".c", ".h")} - fixed - harness
+    assert generated == {"model.c", "tok_encode.c", "tok_decode.c", "generate_loop.c", "model_data.h",
+                         "tokenizer_data.h", "actions.h"}
+    assert {p.name for p in src.glob("*.bin")} == {"model_tables.bin", "tokenizer_tables.bin"}
 
 
 def _unprefixed(t: dict) -> None:

@@ -88,10 +88,12 @@ API int @P@_generate(@P@_ctx *ctx, const char *prompt, const @P@_options *opts, 
   {
     int64_t aerr[4] = {0};
     int32_t one[1] = {0};
-    int64_t got = ct_loop_call(ids, n, max_new, CT_N_CTX, CT_EOS, o.stop_at_eos ? 1 : 0,
-                               (float *)ctx->m.bufs[CT_OUT_BUF], history, cap, one, o.temperature, o.top_k, o.top_p,
-                               o.repetition_penalty, (int64_t)(o.seed >> 32), (int64_t)(o.seed & 0xFFFFFFFFu),
-                               x, p, order, seen, st, aerr);
+    /* the generation-loop action (workflow/generation.py), by its signature (C_CALLS of model_tables.py) */
+    int64_t got = caten_action_generate_loop(
+        ids, n, n, max_new, CT_N_CTX, CT_EOS, o.stop_at_eos ? 1 : 0, (float *)ctx->m.bufs[CT_OUT_BUF], CT_VOCAB,
+        history, cap, one, 1, o.temperature, o.top_k, o.top_p, o.repetition_penalty,
+        (int64_t)(o.seed >> 32), (int64_t)(o.seed & 0xFFFFFFFFu),
+        x, CT_VOCAB, p, CT_VOCAB, order, CT_VOCAB, seen, CT_VOCAB, st, 2, aerr);
     ctx->n_generated = ct_gen.emitted;
     if (aerr[0]) { ct_fail(ctx->msg, "generation loop run-time check failed (code %lld, action line %lld)", (long long)aerr[0], (long long)aerr[1]); rc = @U@_ERR_RUNTIME; }
     else if (got < 0) rc = (int)-got;
