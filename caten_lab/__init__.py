@@ -3,13 +3,12 @@
 import os
 
 from caten_lab.errors import CatenError
+from caten_lab.version import __version__
 
 # Compiled programs use OpenMP. Its default spin-waiting collapses throughput when the other core is
 # busy (a notebook server, a second job): measured here, 100x slower decode. libgomp reads this
 # variable when it is first loaded, so it is set before any compiled library is. Users can override.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-__version__ = "0.1.0"
 
 __all__ = ["CatenError", "__version__"]
 

@@ -1,4 +1,4 @@
-"""The top-level compile API: AIR graph -> traced passes -> kernels -> loop IR -> C -> cc -> cffi.
+"""The top-level compile API: AIR graph -> traced passes -> kernels -> kernel IR -> C -> cc -> cffi.
 
 ``compile(graph)`` returns a :class:`Program`; calling it with ``{name: array}`` (and symbol values)
 returns the outputs. ``backend="numpy"`` runs the reference interpreter behind the same call.
@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,6 @@ from caten_lab.passes.base import PassContext
 from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule, graph_symbols
 from caten_lab.runtime.fastcall import input_array, output_array
-from caten_lab.tuning import tuning_knobs
 
 _SHAPE = operator.attrgetter("shape")
 
@@ -37,8 +37,8 @@ __all__ = ["compile", "run", "Program", "default_pipeline", "clear_cache", "lowe
 
 
 def default_pipeline() -> Any:
-    """Graph passes (typecheck, fold_views, const_fold, simplify, cse, dce) + schedule, lower, loop_opts,
-    memory_plan, render. Returns an editable PassManager."""
+    """Graph passes (typecheck, fold_views, const_fold, simplify, cse, dce) + schedule, lower, the loop
+    passes (simd, parallel, unroll, unnest_parallel), memory_plan, render. Returns an editable PassManager."""
     from caten_lab.codegen.passes import codegen_passes
     from caten_lab.passes.manager import PassManager
 
@@ -65,7 +65,7 @@ def symbol_sources(shapes: Mapping[str, tuple]) -> list[tuple[str, int, int, str
             if (s := _single_symbol(d)) is not None]
 
 
-ERR_INDEX, ERR_DIV0, ERR_RANGE = 1, 2, 3  # err[0] of a run: codegen/render_c.py (CK), codegen/c/int_div.h,
+ERR_INDEX, ERR_DIV0, ERR_RANGE = 1, 2, 3  # err[0] of a run: codegen/c/runtime.h (CK), codegen/c/int_div.h,
 # codegen/c/index_check.h
 SYMBOL_MAX = 2**62 - 1  # symbols are int64 in the generated C; this leaves room for index arithmetic
 
@@ -131,7 +131,7 @@ class Program:
     c_source: str | None = None
     source_map: list[list[int]] | None = None
     kernel_lines: dict[str, tuple[int, int]] | None = None
-    loop_ir: Any = None
+    kernel_ir: Any = None  # the kernel-IR Program (caten_lab.codegen.kir) the C was rendered from
     compile_s: float = 0.0
     cc_s: float = 0.0
     flags: tuple[str, ...] = ()
@@ -427,7 +427,7 @@ def compile(  # noqa: A001 - the public name the contract asks for
     if not tracing and pipeline is None:  # the default pipeline's result is a pure function of these
         key = artifact_cache.artifact_key(
             _structure_of(graph), safety=safety, threads=cfg.threads, cc=cfg.cc, flags=tuple(tc.flags),
-            knobs=tuning_knobs(),
+            passes=_default_options(),
         )
         cached = None if force else artifact_cache.load(cfg.cache_dir, key)
     if cached is not None:
@@ -445,14 +445,14 @@ def compile(  # noqa: A001 - the public name the contract asks for
     lib = Library(built.load_path or built.path)
     prog = Program(
         graph, "c", safety, compiled_graph=compiled_graph, schedule=arts["schedule"], memory_plan=arts.get("memory_plan"), trace=pass_trace,
-        c_source=source, source_map=arts["source_map"], kernel_lines=arts["kernel_lines"], loop_ir=arts.get("loop_ir"),
+        c_source=source, source_map=arts["source_map"], kernel_lines=arts["kernel_lines"], kernel_ir=arts.get("kernel_ir"),
         compile_s=compile_s, cc_s=built.cc_s, flags=tc.flags, library_path=str(built.path), cached=built.cached,
         artifacts=arts, _lib=lib,
     )
-    fn_checks = {f.name: f.checks for f in arts["loop_ir"].functions}
+    fn_checks = {f.name: list(f.get("checks", ())) for f in arts["kernel_ir"].functions}
     fn_of = {}
-    for f in arts["loop_ir"].functions:
-        for kn in f.kernel_names:
+    for f in arts["kernel_ir"].functions:
+        for kn in f.get("kernel_names", ()):
             fn_of[kn] = f.name
     for i, k in enumerate(prog.schedule.kernels):  # type: ignore[union-attr]
         fname = fn_of.get(k.name, "")
@@ -462,6 +462,14 @@ def compile(  # noqa: A001 - the public name the contract asks for
         if cfg.debug >= 2:
             print(f"[caten] library {built.path} (source {str(built.path)[:-3]}.c)")
     return prog
+
+
+@lru_cache(maxsize=1)
+def _default_options() -> tuple:
+    """The default pipeline's options, pass by pass (part of every compile-cache key)."""
+    from caten_lab.codegen.passes import pipeline_options
+
+    return pipeline_options(default_pipeline().passes)
 
 
 _CACHE: OrderedDict[tuple, Program] = OrderedDict()
@@ -496,7 +504,7 @@ def run(
     """Compile (once per graph structure and options) and run."""
     cfg = config()
     backend = backend or cfg.backend
-    key = (_structure_of(graph), backend, cfg.safety, cfg.cc, cfg.threads, str(cfg.cache_dir), tuning_knobs())
+    key = (_structure_of(graph), backend, cfg.safety, cfg.cc, cfg.threads, str(cfg.cache_dir), _default_options())
     prog = _CACHE.get(key)
     if prog is None:
         prog = compile(graph, backend=backend)

@@ -290,9 +290,10 @@ CASES: list[Case] = [
 ]
 
 
-from bad_inputs import caches, frontend, loaders, runtime, workflow  # noqa: E402
+from bad_inputs import caches, codegen, frontend, loaders, runtime, trace, workflow  # noqa: E402
 
-CASES = CASES + runtime.CASES + caches.CASES + loaders.CASES + workflow.CASES + frontend.CASES
+CASES = (CASES + runtime.CASES + caches.CASES + loaders.CASES + workflow.CASES + frontend.CASES + trace.CASES
+         + codegen.CASES)
 
 
 @pytest.fixture(autouse=True)

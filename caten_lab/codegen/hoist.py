@@ -1,129 +1,199 @@
-"""Hoisting the output-independent part of a dot-product reduction out of the output loop.
+"""Hoisting the output-independent part of a dot-product reduction out of the output loop, as a rule
+over the kernel IR.
 
 A matvec lowered in dot-product form is ``for j: acc = 0; for r: acc += f(x)[r] * W[j, r]``. When
 ``f`` is expensive (a LayerNorm, a GELU, a strided/divided gather of a transposed activation) and
-does not depend on the output index ``j``, the naive nest recomputes ``f(x)[r]`` for every ``j``:
-``n_out`` times too often, and the inner loop no longer vectorizes. Here such subexpressions are
-computed once into a small local array before the output loop (``h[r] = f(x)[r]``), and the
-reduction reads ``h[r]``. The arithmetic is unchanged (same operations on the same values), so
-results are bit-identical to the unhoisted code.
+does not depend on the output index ``j``, the nest recomputes ``f(x)[r]`` for every ``j``: ``n_out``
+times too often, and the inner loop no longer vectorizes. The rule ``hoist_operands`` computes such
+values once into local arrays before the output loop (``for h: hN[h] = f(x)[h]``) and the reduction
+reads ``hN[r]``. The arithmetic is unchanged (the same operations on the same values), so results
+are bit-identical.
+
+It applies to a stage loop (constant extent, at most ``hoist_max`` elements: a local array per
+thread) of plain statements directly inside an innermost main loop ``j``. A value is hoisted when it
+is a temporary of the stage body that depends on the stage variable but on nothing defined in the
+``j`` loop, is used by something that does, and is not a plain load (unit stride or constant in the
+stage variable: cheap, and it vectorizes as it is).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
-from caten_lab.air.node import Node
-from caten_lab.air.ops import ELEMENTWISE
-from caten_lab.air.symbolic import Dim, Expr
-from caten_lab.air.value import Value
-from caten_lab.codegen.loopir import Assign, For
-from caten_lab.passes.indexing import (
-    contiguous_strides,
-    flat_index,
-    fold_divmod,
-    linear_form,
-    loop_var,
-    loop_vars_of,
-    unravel,
-)
+from caten_lab.air.dtypes import DType
+from caten_lab.codegen.kir import Alu, Assign, Const, Decl, Expr, For, Load, Stmt, Store, Var
+from caten_lab.codegen.kir_rewrite import RuleContext
+from caten_lab.codegen.kir_walk import exprs_of, int_value, substitute, trip_count, vars_of, walk
 
-HOIST_MAX = 16384  # largest reduction extent hoisted (a local array of that many elements per thread)
 HOIST_ROLE = "hoist"
-ENABLED = True  # switch off to measure what hoisting buys
+HOIST_MAX = 16384  # default of the ``hoist_max`` option
+I64 = DType.int64
 
 
-def _plain_load(lw: Any, n: Node, coords: tuple, stage: str) -> bool:
-    """A load whose index is unit-stride in the reduction variable: cheap, and it vectorizes as is."""
-    if n.op == "allocate":
-        flat = flat_index(coords, contiguous_strides(n.shape))
-    elif n.op == "view" and n.attrs.mask is None:
-        flat = flat_index(coords, n.attrs.strides, n.attrs.offset)
-    else:
-        return False
-    lin = linear_form(fold_divmod(flat))
-    if lin is None:
-        return False
-    coef = lin[0].get(stage, 0)
-    return coef in (0, 1)
-
-
-def _candidates(lw: Any, v: str, coords: tuple, inner: str, stage: str, out: list, seen: set) -> None:
-    """Maximal subexpressions of the reduce operand that depend on ``stage`` but not on ``inner``."""
-    key = (v, coords)
-    if key in seen:
-        return
-    seen.add(key)
-    n = lw.kg.producer_of(v)
-    if n is None or n.op in ("const", "index"):
-        return
-    if n.op == "view" and n.attrs.mask is None:  # see through reshapes/broadcasts of computed values
-        src = lw.kg.producer_of(n.reads[0])
-        if src.op != "allocate":
-            flat = flat_index(coords, n.attrs.strides, n.attrs.offset)
-            _candidates(lw, n.reads[0], unravel(flat, src.shape, lw.bounds), inner, stage, out, seen)
-            return
-    if not lw.depends_on(v, coords, inner):
-        if not lw.depends_on(v, coords, stage):
-            return
-        if n.op == "allocate" or (n.op == "view" and lw.kg.producer_of(n.reads[0]).op == "allocate"):
-            if _plain_load(lw, n, coords, stage):
-                return
-        elif n.op not in ELEMENTWISE and n.op not in ("view", "reduce"):
-            return
-        out.append((v, coords, n))
-        return
-    if n.op in ELEMENTWISE:
-        for r in n.reads:
-            if isinstance(r, Value):
-                _candidates(lw, r, coords, inner, stage, out, seen)
-
-
-def hoist_reduce_operand(lw: Any, n: Node, inner_coords: tuple, stage_var: str, extent: Dim) -> int:
-    """Precompute the output-independent parts of reduce ``n``'s operand (at ``inner_coords``, reducing
-    over ``stage_var`` in ``[0, extent)``) into local arrays; returns how many were hoisted."""
-    from caten_lab.codegen.lower import NAMES, ctype
-
-    inner = lw.inner_main
-    if not ENABLED or inner is None or not isinstance(extent, int) or not 1 < extent <= HOIST_MAX:
+def _coef(e: Expr, v: str) -> int | None:
+    """The constant coefficient of variable ``v`` in an index expression linear in it (0: absent), else None."""
+    if v not in vars_of(e):
         return 0
-    if not isinstance(n.reads[0], Value):
-        return 0
-    found: list[tuple[str, tuple, Node]] = []
-    _candidates(lw, n.reads[0], inner_coords, inner, stage_var, found, set())
-    done = 0
-    for v, coords, node in found:
-        if (v, coords) in lw.memo:
+    if isinstance(e, Var):
+        return 1
+    if isinstance(e, Alu) and e.op in ("add", "sub"):
+        a, b = (_coef(x, v) for x in e.args)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "add" else a - b
+    if isinstance(e, Alu) and e.op == "mul":
+        x, y = e.args
+        if int_value(x) is not None:
+            c = _coef(y, v)
+            return None if c is None else int_value(x) * c  # type: ignore[operator]
+        if int_value(y) is not None:
+            c = _coef(x, v)
+            return None if c is None else int_value(y) * c  # type: ignore[operator]
+    return None
+
+
+def _plain_load(d: Decl, params: set[str], r: str) -> bool:
+    return isinstance(d.init, Load) and d.init.buf in params and _coef(d.init.index, r) in (0, 1)
+
+
+def _used(s: Stmt) -> set[str]:
+    out = vars_of(s)
+    out |= {e.buf for e in exprs_of(s) if isinstance(e, Load)}
+    return out
+
+
+def _innermost_main(s: Stmt) -> bool:
+    return isinstance(s, For) and s.role == "loop" and not any(
+        isinstance(x, For) and x.role == "loop" for x in walk(s.body))
+
+
+def _names(fn_body: tuple[Stmt, ...]) -> set[str]:
+    out: set[str] = set()
+    for s in walk(fn_body):
+        if isinstance(s, Decl | For):
+            out.add(s.var)
+    return out
+
+
+class _Fresh:
+    """Names not yet used in a function (its names are collected on first use)."""
+
+    def __init__(self, fn_body: tuple[Stmt, ...], params: set[str]) -> None:
+        self.body = fn_body
+        self.params = params
+        self.taken: set[str] | None = None
+        self.n = 0
+
+    def __call__(self, prefix: str) -> str:
+        if self.taken is None:
+            self.taken = _names(self.body) | self.params
+        while True:
+            self.n += 1
+            name = f"{prefix}{self.n}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+def _hoist_stage(stage: For, j_defs: set[str], params: set[str], fresh: _Fresh, hoist_max: int):  # noqa: ANN202
+    """(statements to put before the j loop, the new stage loop), or None."""
+    k = trip_count(stage)
+    if k is None or not 1 < k <= hoist_max or int_value(stage.start) != 0 or int_value(stage.step) != 1:
+        return None
+    if not all(isinstance(s, Decl | Assign | Store) for s in stage.body):
+        return None
+    r = stage.var
+    decls = {s.var: s for s in stage.body if isinstance(s, Decl) and s.size is None}
+    dep_j: set[str] = set()
+    dep_r: set[str] = set()
+    for s in stage.body:
+        used = _used(s)
+        if isinstance(s, Decl) and s.var in decls:
+            if used & j_defs or used & dep_j:
+                dep_j.add(s.var)
+            if r in used or used & dep_r:
+                dep_r.add(s.var)
+    cands: list[str] = []
+    order = {v: k for k, v in enumerate(decls)}
+    for s in stage.body:  # maximal: used by a statement that depends on j
+        target = s.var if isinstance(s, Decl) else None
+        if target is not None and target not in dep_j:
             continue
-        outer_vars: set[str] = set()
-        for c in coords:
-            if isinstance(c, Expr):
-                outer_vars |= loop_vars_of(c)
-        outer_vars.discard(stage_var)
-        target = lw.root_block
-        ok = True
-        for ov in outer_vars:
-            b = lw.var_block.get(ov)
-            if b is None:
-                ok = False
-                break
-            if b.depth > target.depth:
-                target = b
-        if not ok or inner in outer_vars:
+        for v in sorted(_used(s) & order.keys(), key=order.__getitem__):
+            if v not in dep_j and v in dep_r and v not in cands and not _plain_load(decls[v], params, r):
+                cands.append(v)
+    if not cands:
+        return None
+    need: set[str] = set()
+    stack = list(cands)
+    while stack:
+        v = stack.pop()
+        if v in need:
             continue
-        hvar = f"__h{lw.stage_counter}_{done}"
-        hname = lw.fresh("h")
-        block_cls = type(lw.root_block)
-        hb = block_cls(target.depth + 1)
-        lw.var_block[hvar] = hb
-        lw.bounds[hvar] = extent
-        sub = {stage_var: loop_var(hvar)}
-        coords_h = tuple(c.substitute(sub) if isinstance(c, Expr) else c for c in coords)
-        ct = ctype(node.dtype)
-        x = lw.at(v, coords_h)
-        hb.stmts.append(Assign((node.id,), hname, x, index=NAMES[hvar]))
-        target.stmts.append(Assign((node.id,), hname, "", ct, array=str(extent)))
-        target.stmts.append(For((node.id,), NAMES[hvar], "0", str(extent), body=hb.stmts, role=HOIST_ROLE))
-        lw.memo[(v, coords)] = f"{hname}[{NAMES[stage_var]}]"
-        done += 1
-    return done
+        need.add(v)
+        stack.extend(_used(decls[v]) & set(decls))
+    h = fresh("h")
+    to_h = {r: Var(h, I64)}
+    hbody: list[Stmt] = [replace(s, init=substitute(s.init, to_h)) for s in stage.body
+                         if isinstance(s, Decl) and s.var in need]  # type: ignore[arg-type]
+    before: list[Stmt] = []
+    reads: dict[str, Expr] = {}
+    for v in cands:
+        d = decls[v]
+        arr = fresh("hv")
+        before.append(Decl(arr, d.dtype, size=Const(k, I64), origin=d.origin))
+        hbody.append(Store(arr, Var(h, I64), Var(v, d.dtype), origin=d.origin))
+        reads[v] = Load(arr, Var(r, I64), d.dtype, origin=d.origin)
+    origin = decls[cands[0]].origin
+    before.append(For(h, Const(0, I64), Const(k, I64), Const(1, I64), tuple(hbody), role=HOIST_ROLE, origin=origin))
+    body: list[Stmt] = []
+    for s in stage.body:
+        if isinstance(s, Decl) and s.var in reads:
+            continue
+        body.append(_rewrite(s, reads))
+    live: set[str] = set()
+    kept: list[Stmt] = []
+    for s in reversed(body):  # drop temporaries only the hoisted values used
+        if isinstance(s, Decl) and s.var in need and s.var not in live:
+            continue
+        live |= _used(s)
+        kept.append(s)
+    return before, replace(stage, body=tuple(reversed(kept)))
+
+
+def _rewrite(s: Stmt, reads: dict[str, Expr]) -> Stmt:
+    if isinstance(s, Decl) and s.init is not None:
+        return replace(s, init=substitute(s.init, reads))
+    if isinstance(s, Assign):
+        return replace(s, value=substitute(s.value, reads))
+    if isinstance(s, Store):
+        return replace(s, index=substitute(s.index, reads), value=substitute(s.value, reads))
+    return s
+
+
+def hoist_operands(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
+    j = body[i]
+    if not _innermost_main(j) or not any(isinstance(s, For) and s.role == "stage" for s in j.body):
+        return None
+    assert isinstance(j, For)
+    params = {p.name for p in ctx.function.params if p.pointer}
+    fresh = _Fresh(ctx.function.body, {p.name for p in ctx.function.params})
+    limit = int(ctx.options.get("hoist_max", HOIST_MAX))
+    before: list[Stmt] = []
+    new_body: list[Stmt] = []
+    for s in j.body:
+        got = None
+        if isinstance(s, For) and s.role == "stage":
+            j_defs = {j.var} | _names(tuple(x for x in j.body if x is not s))
+            got = _hoist_stage(s, j_defs, params, fresh, limit)
+        if got is None:
+            new_body.append(s)
+            continue
+        before.extend(got[0])
+        new_body.append(got[1])
+    if not before:
+        return None
+    return 1, [*before, replace(j, body=tuple(new_body))]
+
+
+HOIST_RULES = (("hoist_operands", hoist_operands),)

@@ -282,7 +282,7 @@ class Param:
 @dataclass(frozen=True, slots=True)
 class Function:
     """A C function. ``returns`` None is ``void``. ``meta`` holds what passes read but never render
-    (``work``: estimated element operations per call; ``checks``: check tag -> kernel node position;
+    (``work``: estimated element operations per call, an int64 kernel-IR expression; ``checks``: check tag -> kernel node position;
     ``key``: the schedule cache key; ``kernel_names``: every scheduled kernel it implements)."""
 
     name: str

@@ -40,6 +40,10 @@ class KRewrite:
                 "field": self.field, "index": self.index, "before": len(self.before), "after": len(self.after),
                 "location": self.location}
 
+    def apply(self, program: Program) -> Program:
+        """``program`` with this rewrite applied (how the trace replays it without importing codegen)."""
+        return apply_one(program, self)
+
 
 @dataclass
 class RuleContext:

@@ -1,92 +1,104 @@
-"""Loop-IR optimizations applied after lowering: OpenMP parallel loops and small unrolls.
+"""Loop annotations as rule tables over the kernel IR: ``simd`` and ``unroll``.
 
-(Collapsing contiguous loops and the tiled, vectorized matmul reduction are decided during lowering,
-where the index expressions are known; see :mod:`caten_lab.codegen.lower`.)
+Each rule looks at one statement (``rule(body, i, ctx) -> (1, [new loop]) | None``, see
+:mod:`caten_lab.codegen.kir_rewrite`) and sets a structured field of a ``For``; the renderer turns
+the fields into pragmas. Options come from ``ctx.options`` (``unroll_max``).
+
+- ``simd_sum``: the innermost ``stage`` loop of a float sum (one accumulator ``acc = acc + x``, a body
+  of plain statements) is ``simd`` with ``reduction(+: acc)``: gcc then vectorizes the dot products.
+- ``simd_lanes``: a ``vector`` loop that only writes lanes of local arrays (the matmul tile's
+  accumulator init and update) is ``simd``.
+- ``unroll_small``: an innermost loop (or the innermost stage loop of a reduction) with a small
+  constant trip count unrolls; never a loop inside a collapsed parallel nest (no pragma may sit
+  between collapsed loops).
 """
 
 from __future__ import annotations
 
-from caten_lab.codegen.loopir import For, Function, walk
-from caten_lab.codegen.parallel import parallelize_output_rows
-from caten_lab.passes.indexing import c_expr
+from dataclasses import replace
 
-PARALLEL_WORK = 1 << 15  # estimated operations below which a kernel stays single-threaded
-UNROLL_MAX = 8
+from caten_lab.codegen.kir import Alu, Assign, Decl, For, Stmt, Store, Var
+from caten_lab.codegen.kir_rewrite import RuleContext
+from caten_lab.codegen.kir_walk import int_value, walk
 
-
-def _names() -> object:
-    from caten_lab.codegen.lower import NAMES
-
-    return NAMES
+UNROLL_MAX = 8  # default of the ``unroll_max`` option
 
 
-def parallelize(fn: Function, threads: int) -> bool:
-    """``omp parallel for`` on the first top-level loop nest, collapsed with perfectly nested loops while
-    the outer trip count alone may not feed every thread; guarded by ``if(work >= threshold)`` when sizes
-    are symbolic. Returns whether a pragma was added."""
-    if threads <= 1:
-        return False
-    placed = parallelize_output_rows(fn, threads, PARALLEL_WORK)  # matvec shapes (decode): see parallel.py
-    if placed is not None:
-        return placed
-    work = fn.work
-    if isinstance(work, int) and work < PARALLEL_WORK:
-        return False
-    loops = [s for s in fn.body if isinstance(s, For)]
-    if len(loops) != 1:
-        return False
-    first = loops[0]
-    if first.role not in ("loop", "tile", "collapsed") or first.pragma:
-        return False
-    chain = [first]
-    while len(chain) < 3:
-        cur = chain[-1]
-        if _trip(cur) >= 4 * threads:
-            break
-        if len(cur.body) == 1 and isinstance(cur.body[0], For) and cur.body[0].role in ("loop", "tile"):
-            chain.append(cur.body[0])
-            continue
-        break
-    for inner in chain[1:]:
-        inner.pragma = ""  # part of the collapsed nest: no other pragma may sit between the loops
-    clause = f" collapse({len(chain)})" if len(chain) > 1 else ""
-    conds = [] if isinstance(work, int) else [f"{c_expr(work, _names())} >= {PARALLEL_WORK}"]  # type: ignore[arg-type]
-    if len(chain) == 1 and not first.stop.isdigit():
-        # a symbolic outer loop (a sequence length) may run once (decode): then parallelize the
-        # first big loop inside instead. Nested parallelism is off, so only one of the two is active.
-        inner = _inner_parallel_candidate(first)
-        if inner is not None:
-            inner_if = f" if({conds[0]})" if conds else ""
-            conds.append(f"{first.stop} >= {threads}")
-            inner.pragma = f"omp parallel for{inner_if} schedule(static)"
-    cond = f" if({' && '.join(conds)})" if conds else ""
-    first.pragma = f"omp parallel for{clause}{cond} schedule(static)"
-    return True
+def _plain(body: tuple[Stmt, ...]) -> bool:
+    return all(isinstance(s, Decl | Assign | Store) for s in body)
 
 
-def _trip(loop: For) -> int:
-    """Constant trip count of a loop (0 when symbolic)."""
-    if not loop.stop.isdigit():
-        return 0
-    step = int(loop.step) if loop.step.isdigit() else 1
-    return -(-int(loop.stop) // step)
+def _free(s: For) -> bool:
+    return s.parallel is None and not s.simd and not s.unroll
 
 
-def _inner_parallel_candidate(outer: For) -> For | None:
-    """The first loop directly inside ``outer``'s body that is a tile loop or a big main loop."""
-    for s in outer.body:
-        if isinstance(s, For) and s.pragma is None and (
-                s.role == "tile" or s.role == "loop" and (not s.stop.isdigit() or int(s.stop) >= 64)):
-            return s
-    return None
+def sum_accumulator(loop: For) -> str | None:
+    """The accumulator of a float sum loop (``acc = acc + x`` its one assignment, no nested control), or None."""
+    if not _plain(loop.body):
+        return None
+    assigns = [s for s in loop.body if isinstance(s, Assign)]
+    if len(assigns) != 1:
+        return None
+    a = assigns[0]
+    v = a.value
+    if not (isinstance(v, Alu) and v.op == "add" and v.dtype.is_float and v.args[0] == Var(a.var, v.dtype)):
+        return None
+    if any(isinstance(s, Decl) and s.var == a.var for s in loop.body):
+        return None
+    return a.var
 
 
-def unroll_small(fn: Function) -> int:
-    """``#pragma GCC unroll`` on innermost loops with a small constant trip count."""
-    n = 0
-    for s in walk(fn.body):
-        if isinstance(s, For) and s.pragma is None and s.stop.isdigit() and s.start == "0" \
-                and int(s.stop) <= UNROLL_MAX and not any(isinstance(b, For) for b in s.body):
-            s.pragma = f"GCC unroll {UNROLL_MAX}"
-            n += 1
-    return n
+def simd_sum(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
+    s = body[i]
+    if not isinstance(s, For) or s.role != "stage" or not _free(s):
+        return None
+    acc = sum_accumulator(s)
+    if acc is None:
+        return None
+    return 1, [replace(s, simd=True, reduction=(acc,))]
+
+
+def simd_lanes(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
+    s = body[i]
+    if not isinstance(s, For) or s.role != "vector" or not _free(s):
+        return None
+    params = {p.name for p in ctx.function.params}
+    stores = [x for x in s.body if isinstance(x, Store)]
+    if not stores or any(x.buf in params for x in stores):
+        return None
+    return 1, [replace(s, simd=True)]
+
+
+SIMD_RULES = (("simd_sum", simd_sum), ("simd_lanes", simd_lanes))
+
+
+def in_collapsed_nest(ctx: RuleContext) -> bool:
+    """Whether the loop about to be looked at is an inner loop of a collapsed parallel nest."""
+    depth = len(ctx.loops)
+    for d, outer in enumerate(ctx.loops):
+        if isinstance(outer, For) and outer.parallel is not None and depth - d < outer.parallel.collapse:
+            return True
+    return False
+
+
+def _innermost_stage(s: For) -> bool:
+    """A reduction's innermost stage loop: no stage loop of the same reduction inside it."""
+    return s.role == "stage" and not any(isinstance(x, For) and x.role == "stage" and x.origin == s.origin
+                                         for x in walk(s.body))
+
+
+def unroll_small(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
+    s = body[i]
+    if not isinstance(s, For) or not _free(s) or int_value(s.start) != 0:
+        return None
+    limit = int(ctx.options.get("unroll_max", UNROLL_MAX))
+    stop = int_value(s.stop)
+    if limit < 2 or stop is None or stop > limit or int_value(s.step) != 1 or in_collapsed_nest(ctx):
+        return None
+    innermost = not any(isinstance(b, For) for b in s.body)
+    if not (innermost or _innermost_stage(s)):
+        return None
+    return 1, [replace(s, unroll=limit)]
+
+
+UNROLL_RULES = (("unroll_small", unroll_small),)

@@ -1,99 +1,136 @@
-"""OpenMP placement for a kernel whose one main loop follows serial pre-loops at the top level.
+"""OpenMP parallel loops as rules over the kernel IR: where a kernel runs in parallel, and never a
+parallel loop inside another.
 
-After hoisting (:mod:`caten_lab.codegen.hoist`), the last-position LayerNorm + lm_head kernel of a
-decoder is
+``parallel_nest`` (one rule, at the top level of each function) decides ``For.parallel`` from the
+function's estimated work (``Function.meta["work"]``, an int64 expression: symbolic sizes are only
+known at run time, so the threshold becomes the region's ``if`` condition) and two options,
+``threads`` and ``parallel_work`` (operations below which a kernel stays serial):
 
-    mean/var stages; h[r] = norm(x)[r]        # serial, n_embd elements
-    for j < vocab: y[j] = sum_r h[r] * W[j, r] # the work: one weight row per j
+- output rows: a kernel whose one main loop follows serial pre-loops at the top level (after
+  hoisting, the last-position LayerNorm + lm_head of a decoder: mean/var stages and ``h[r] =
+  norm(x)[r]``, then ``for j < vocab``) runs the main loop in parallel; the pre-loops stay serial;
+- otherwise a body that is one loop nest runs its outer loop in parallel, collapsed with perfectly
+  nested loops while the outer trip count alone may not feed every thread; a symbolic outer loop (a
+  sequence length, 1 in decode) additionally marks the first big loop inside it parallel, and only
+  runs the outer one in parallel when it has at least ``threads`` iterations.
 
-The generic rule (:func:`caten_lab.codegen.loop_opts.parallelize`) only parallelizes a kernel whose
-body is a single loop nest, so this shape would run on one core. Here the main loop runs in
-parallel (each thread reads its share of the weight rows); the short pre-loops stay serial.
-(Symbolic outer loops with a big output loop inside, the decode shape of every other matvec, are
-handled by the generic rule.)
+``unnest_parallel`` then removes nesting: ``#pragma omp parallel for if(rows >= 2)`` around a loop
+holding another parallel loop makes the inner region *nested* even when the outer one is inactive,
+and libgomp starts fresh threads for nested teams on every call (no thread pool). The outer
+condition picks one of two copies at run time instead: the rows loop in parallel (inner loops
+serial), or the rows loop serial with the inner loop parallel (a top-level region, pooled threads).
 """
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 
-from caten_lab.codegen.loopir import For, Function, If, Stmt, walk
-from caten_lab.passes.indexing import c_expr
+from caten_lab.air.dtypes import DType
+from caten_lab.codegen.kir import BODIES, Alu, Const, Expr, For, Function, If, Parallel, Stmt
+from caten_lab.codegen.kir_rewrite import RuleContext
+from caten_lab.codegen.kir_walk import int_value, trip_count, walk
 
+PARALLEL_WORK = 1 << 15  # default of the ``parallel_work`` option
 MAIN_ROLES = ("loop", "tile", "collapsed")
+I64 = DType.int64
 
 
-def _names() -> object:
-    from caten_lab.codegen.lower import NAMES
-
-    return NAMES
+def _free(s: For) -> bool:
+    return s.parallel is None and not s.simd and not s.unroll
 
 
-def parallelize_output_rows(fn: Function, threads: int, min_work: int) -> bool | None:
-    """``omp parallel for`` on the one main loop after serial pre-loops; None when the generic rule
-    should decide (no pre-loops, or not this shape)."""
-    mains = [s for s in fn.body if isinstance(s, For) and s.role in MAIN_ROLES]
-    pre = [s for s in fn.body if isinstance(s, For) and s.role not in MAIN_ROLES]
-    if not pre or len(mains) != 1 or mains[0].pragma or mains[0].role != "loop":
+def _ge(a: Expr, b: int) -> Expr:
+    return Alu("ge", (a, Const(b, I64)), DType.bool)
+
+
+def _inner_candidate(outer: For) -> int | None:
+    """Position of the first loop directly inside ``outer`` that is a tile loop or a big main loop."""
+    for j, s in enumerate(outer.body):
+        if isinstance(s, For) and _free(s):
+            stop = int_value(s.stop)
+            if s.role == "tile" or s.role == "loop" and (stop is None or stop >= 64):
+                return j
+    return None
+
+
+def plan_parallel(fn: Function, threads: int, min_work: int) -> tuple[int, For] | None:
+    """(position in ``fn.body``, the loop with its parallel fields set), or None: stays serial."""
+    if threads <= 1:
         return None
-    first = mains[0]
-    work = fn.work
-    if isinstance(work, int) and work < min_work:
-        return False
-    if first.stop.isdigit() and int(first.stop) < 2 * threads:
-        return False
-    cond = "" if isinstance(work, int) else f" if({c_expr(work, _names())} >= {min_work})"  # type: ignore[arg-type]
-    first.pragma = f"omp parallel for{cond} schedule(static)"
-    return True
-
-
-def if_clause(pragma: str) -> str | None:
-    """The condition of an OpenMP ``if(...)`` clause (parentheses balanced), or None."""
-    at = pragma.find(" if(")
-    if at < 0:
+    work = fn.get("work", Const(1, I64))
+    small = isinstance(work, Const) and work.value < min_work
+    cond_work = None if isinstance(work, Const) else _ge(work, min_work)
+    tops = [(i, s) for i, s in enumerate(fn.body) if isinstance(s, For)]
+    mains = [(i, s) for i, s in tops if s.role in MAIN_ROLES]
+    if len(mains) < len(tops) and len(mains) == 1 and _free(mains[0][1]) and mains[0][1].role == "loop":
+        i, first = mains[0]  # output rows after serial pre-loops
+        rows = trip_count(first)
+        if small or rows is not None and rows < 2 * threads:
+            return None
+        return i, replace(first, parallel=Parallel(1, cond_work))
+    if small or len(tops) != 1:
         return None
-    i = at + 4
-    depth = 1
-    start = i
-    while i < len(pragma) and depth:
-        depth += {"(": 1, ")": -1}.get(pragma[i], 0)
-        i += 1
-    return pragma[start:i - 1] if depth == 0 else None
+    i, first = tops[0]
+    if first.role not in MAIN_ROLES or not _free(first) or len(mains) < len(tops):
+        return None
+    chain = [first]
+    while len(chain) < 3:
+        cur = chain[-1]
+        if (trip_count(cur) or 0) >= 4 * threads:
+            break
+        if len(cur.body) == 1 and isinstance(cur.body[0], For) and cur.body[0].role in ("loop", "tile") \
+                and _free(cur.body[0]):
+            chain.append(cur.body[0])
+            continue
+        break
+    conds = [] if cond_work is None else [cond_work]
+    body = first.body
+    if len(chain) == 1 and int_value(first.stop) is None:
+        j = _inner_candidate(first)
+        if j is not None:
+            inner = replace(body[j], parallel=Parallel(1, cond_work))
+            body = (*body[:j], inner, *body[j + 1:])
+            conds.append(_ge(first.stop, threads))
+    cond = None
+    for c in conds:
+        cond = c if cond is None else Alu("land", (cond, c), DType.bool)
+    return i, replace(first, body=body, parallel=Parallel(len(chain), cond))
 
 
-def _is_parallel(s: object) -> bool:
-    return isinstance(s, For) and bool(s.pragma) and s.pragma.startswith("omp parallel for")  # type: ignore[union-attr]
+def parallel_nest(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
+    if ctx.loops or body is not ctx.function.body or not isinstance(body[i], For):
+        return None
+    plan = plan_parallel(ctx.function, int(ctx.options.get("threads", 1)),
+                         int(ctx.options.get("parallel_work", PARALLEL_WORK)))
+    if plan is None or plan[0] != i:
+        return None
+    return 1, [plan[1]]
 
 
-def _unnest(s: Stmt) -> Stmt:
-    if isinstance(s, If):
-        s.then = [_unnest(x) for x in s.then]
-        s.orelse = [_unnest(x) for x in s.orelse]
-        return s
-    if not _is_parallel(s) or not any(_is_parallel(x) for x in walk(s.body)):  # type: ignore[attr-defined]
-        return s
-    assert isinstance(s, For)
-    par = copy.deepcopy(s)
-    for x in walk(par.body):
-        if _is_parallel(x):
-            x.pragma = None  # type: ignore[attr-defined]
-    cond = if_clause(s.pragma or "")
-    if cond is None:
-        return par
-    ser = copy.deepcopy(s)
-    ser.pragma = None
-    return If(s.nodes, cond, [par], [ser])
+def _serial(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """``body`` with every parallel loop inside it made serial."""
+    out = []
+    for s in body:
+        subs = BODIES.get(type(s), ())
+        if subs:
+            s = replace(s, **{f: _serial(getattr(s, f)) for f in subs})
+        if isinstance(s, For) and s.parallel is not None:
+            s = replace(s, parallel=None)
+        out.append(s)
+    return tuple(out)
 
 
-def unnest_parallel(fn: Function) -> bool:
-    """Never leave a parallel loop inside another one: choose between them with a C ``if``.
+def unnest_parallel(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
+    s = body[i]
+    if not isinstance(s, For) or s.parallel is None:
+        return None
+    if not any(isinstance(x, For) and x.parallel is not None for x in walk(s.body)):
+        return None
+    par = replace(s, body=_serial(s.body))
+    if s.parallel.cond is None:
+        return 1, [par]
+    return 1, [If(s.parallel.cond, (par,), (replace(s, parallel=None),), origin=s.origin)]
 
-    ``#pragma omp parallel for if(rows >= 2)`` around a loop holding another ``omp parallel for``
-    makes the inner region *nested* even when the outer one is inactive, and libgomp starts fresh
-    threads for nested teams on every call (no thread pool): a decode step paid that for every
-    LayerNorm+matvec kernel. Here the outer condition picks one of two copies at run time: the rows
-    loop in parallel (inner pragmas dropped), or the rows loop serial with the inner loop parallel
-    (a top-level region, served by the pooled threads)."""
-    before = [id(s) for s in fn.body]
-    fn.body = [_unnest(s) for s in fn.body]
-    return [id(s) for s in fn.body] != before or any(isinstance(s, If) for s in fn.body)
+
+PARALLEL_RULES = (("parallel_nest", parallel_nest),)
+UNNEST_RULES = (("unnest_parallel", unnest_parallel),)

@@ -1,103 +1,158 @@
-"""The codegen passes of the default pipeline: lower (kernels -> loop IR), loop_opts, render (-> C).
+"""The codegen passes of the default pipeline: lower (kernels -> kernel IR), the loop passes over the
+kernel IR (collapse, hoist, simd, parallel, unroll, unnest_parallel), render (-> C).
 
-They read ``ctx.artifacts['schedule']`` and leave the graph untouched; results go to
-``ctx.artifacts`` under the contract's keys (``loop_ir``, ``c_source``, ``source_map``, ``kernel_lines``).
+Each reads ``ctx.artifacts['kernel_ir']`` (a :class:`~caten_lab.codegen.kir.Program`) and writes the
+new program back; the graph is left untouched. Loop passes are rule tables applied by
+:func:`~caten_lab.codegen.kir_rewrite.apply_rules`, each firing recorded in ``ctx.rewrites`` while
+tracing. A pass's options are constructor arguments (``options``: what the compile cache keys on),
+merged over ``ctx.options`` (``safety``, ``threads``) at run time.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from caten_lab.air.graph import Graph
-from caten_lab.codegen.loop_opts import parallelize, unroll_small
-from caten_lab.codegen.loopir import FunCall, Function, LoopProgram
-from caten_lab.codegen.lower import lower_functions
-from caten_lab.codegen.render_c import render_c
+from caten_lab.codegen.collapse import COLLAPSE_RULES
+from caten_lab.codegen.hoist import HOIST_MAX, HOIST_RULES
+from caten_lab.codegen.kir import Program
+from caten_lab.codegen.kir_rewrite import apply_rules
+from caten_lab.codegen.loop_opts import SIMD_RULES, UNROLL_MAX, UNROLL_RULES
+from caten_lab.codegen.lower import LowerOptions
+from caten_lab.codegen.lower_program import build_program, kernel_nodes
+from caten_lab.codegen.parallel import PARALLEL_RULES, PARALLEL_WORK, UNNEST_RULES
+from caten_lab.codegen.render import render_program
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
-from caten_lab.passes.schedule import Schedule
+from caten_lab.passes.memory_plan import PlanMemory
+from caten_lab.passes.schedule import Schedule, ScheduleKernels
 
 ENTRY = "caten_run"
 
 
-def build_loop_program(sched: Schedule, safety: int, threads: int = 1) -> tuple[LoopProgram, dict[str, list[int]]]:
-    """Lower every unique kernel once and write the entry that calls every kernel in order."""
-    funcs, fn_of = lower_functions(sched.kernels, sched.symbols, safety, threads)
-    by_name = {f.name: f for f in funcs}
-    buffers = list(sched.buffers)
-    bidx = {b: i for i, b in enumerate(buffers)}
-    calls = []
-    kernel_nodes: dict[str, list[int]] = {}
-    for ci, k in enumerate(sched.kernels):
-        f = by_name[fn_of[k.name]]
-        kernel_nodes.setdefault(f.name, list(k.node_ids))
-        args = []
-        for p, b in zip(f.params, k.params):
-            args.append(f"({'const ' if p.const else ''}{p.ctype} *)b[{bidx[b]}]")
-        args += ["sym", "err"]
-        calls.append(FunCall(tuple(k.node_ids), f.name, args, check_error=safety >= 2, call_index=ci,
-                             buffers=[bidx[b] for b in k.params]))
-    entry = Function(ENTRY, [], calls)
-    return LoopProgram(funcs, entry, sched.symbols, buffers), kernel_nodes
+def int_option(pass_name: str, option: str, value: object, lo: int, hi: int) -> int:
+    """``value`` when it is an int in ``[lo, hi]``, else a CompileError naming the pass and the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise CompileError(f"codegen pass {pass_name!r}: option {option}={value!r} must be an int in [{lo}, {hi}]",
+                           hint=f"construct the pass with {option}=<int between {lo} and {hi}>")
+    return value
 
 
-def _schedule(ctx: PassContext) -> Schedule:
-    sched = ctx.artifacts.get("schedule")
-    if sched is None:
-        raise CompileError("no schedule in ctx.artifacts", hint="run the 'schedule' pass before lowering")
-    return sched
+def kernel_program(ctx: PassContext, name: str) -> Program:
+    prog = ctx.artifacts.get("kernel_ir")
+    if prog is None:
+        raise CompileError(f"codegen pass {name!r}: no kernel program in ctx.artifacts['kernel_ir']",
+                           hint="run the 'lower' pass before the loop passes and 'render'")
+    return prog
 
 
 class LowerKernels:
     name = "lower"
-    description = "lower each unique kernel to loop IR (views -> index expressions, reduce stages, tiled matvec)"
+    description = "lower each unique kernel to the kernel IR (views -> index expressions, reduce stages, tiled matmul)"
+
+    def __init__(self, *, vector_tile: int = 64) -> None:
+        # the tile is a local array of that many accumulators, and the tile loop's step
+        self.options: dict[str, Any] = {"vector_tile": int_option(self.name, "vector_tile", vector_tile, 1, 1024)}
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        sched = _schedule(ctx)
-        prog, kernel_nodes = build_loop_program(sched, int(ctx.options.get("safety", 1)), int(ctx.options.get("threads", 1)))
-        ctx.artifacts["loop_ir"] = prog
-        ctx.artifacts["kernel_nodes"] = kernel_nodes
+        sched: Schedule | None = ctx.artifacts.get("schedule")
+        if sched is None:
+            raise CompileError("no schedule in ctx.artifacts", hint="run the 'schedule' pass before lowering")
+        o = self.options
+        opts = LowerOptions(int(ctx.options.get("safety", 1)), int(o["vector_tile"]))
+        prog = build_program(sched, opts)
+        ctx.artifacts["kernel_ir"] = prog
+        ctx.artifacts["kernel_nodes"] = kernel_nodes(prog)
         return graph
 
 
-class LoopOpts:
-    name = "loop_opts"
-    description = "OpenMP parallel outer loops (collapsed where needed) and small unrolls"
+class KernelRulePass:
+    """A codegen pass made of a rule table over the kernel program."""
+
+    name = "kernel_rules"
+    description = "rules over the kernel IR"
+    rules: tuple = ()
+
+    def __init__(self, **options: Any) -> None:
+        self.options: dict[str, Any] = options
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        prog: LoopProgram = ctx.artifacts["loop_ir"]
-        threads = int(ctx.options.get("threads", 1))
-        par = sum(parallelize(f, threads) for f in prog.functions)
-        unrolled = sum(unroll_small(f) for f in prog.functions)
-        from caten_lab.codegen.rowblock import block_rows
-
-        blocked = sum(block_rows(f) for f in prog.functions)  # prefill matmuls: register + cache tiles
-        from caten_lab.codegen.lanes import split_lanes
-
-        laned = sum(split_lanes(f) for f in prog.functions)  # short / low-bit dot products: lane partial sums
-        from caten_lab.codegen.parallel import unnest_parallel
-
-        for f in prog.functions:
-            unnest_parallel(f)  # a parallel loop never sits inside another one (libgomp nested teams)
-        ctx.artifacts["loop_opts"] = {"parallel_kernels": par, "unrolled_loops": unrolled, "row_blocked": blocked,
-                                     "lane_split": laned}
+        prog = kernel_program(ctx, self.name)
+        opts = {**ctx.options, **self.options}
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, self.rules, opts, ctx.rewrites)
         return graph
+
+    def __repr__(self) -> str:
+        return f"<pass {self.name}: {self.description} ({len(self.rules)} rules)>"
+
+
+class CollapseLoops(KernelRulePass):
+    name = "collapse"
+    description = "one loop over every element for elementwise nests whose accesses are all contiguous"
+    rules = COLLAPSE_RULES
+
+
+class HoistOperands(KernelRulePass):
+    name = "hoist"
+    description = "compute the output-independent operand of a dot product once, before the output loop"
+    rules = HOIST_RULES
+
+    def __init__(self, *, hoist_max: int = HOIST_MAX) -> None:
+        # each hoisted operand is a local (stack) array of up to hoist_max elements per thread: the
+        # default is the most a kernel's worker threads can hold for every operand of a kernel
+        super().__init__(hoist_max=int_option(self.name, "hoist_max", hoist_max, 0, HOIST_MAX))
+
+
+class SimdLoops(KernelRulePass):
+    name = "simd"
+    description = "mark float sum loops 'simd reduction(+)' and the matmul tile's lane loops 'simd'"
+    rules = SIMD_RULES
+
+
+class ParallelLoops(KernelRulePass):
+    name = "parallel"
+    description = "OpenMP parallel outer loops (collapsed where needed) behind a work threshold"
+    rules = PARALLEL_RULES
+
+    def __init__(self, *, parallel_work: int = PARALLEL_WORK) -> None:
+        super().__init__(parallel_work=int_option(self.name, "parallel_work", parallel_work, 0, 1 << 62))
+
+
+class UnrollLoops(KernelRulePass):
+    name = "unroll"
+    description = "unroll innermost loops with a small constant trip count"
+    rules = UNROLL_RULES
+
+    def __init__(self, *, unroll_max: int = UNROLL_MAX) -> None:
+        super().__init__(unroll_max=int_option(self.name, "unroll_max", unroll_max, 0, 64))
+
+
+class UnnestParallel(KernelRulePass):
+    name = "unnest_parallel"
+    description = "never a parallel loop inside another: choose one of them at run time"
+    rules = UNNEST_RULES
 
 
 class RenderC:
     name = "render"
-    description = "render loop IR to one C file with a per-line source map"
+    description = "render the kernel IR to one C file with a per-line source map"
+    options: dict[str, Any] = {}
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        prog: LoopProgram = ctx.artifacts["loop_ir"]
-        r = render_c(prog, ctx.artifacts.get("kernel_nodes", {}))
+        r = render_program(kernel_program(ctx, self.name), ENTRY)
         ctx.artifacts["c_source"] = r.source
         ctx.artifacts["source_map"] = r.source_map
         ctx.artifacts["kernel_lines"] = r.kernel_lines
         ctx.artifacts["function_lines"] = r.function_lines
+        ctx.artifacts["c_units"] = r.units  # what a parallel build composes translation units from
         return graph
 
 
 def codegen_passes() -> list:
-    from caten_lab.passes.memory_plan import PlanMemory
-    from caten_lab.passes.schedule import ScheduleKernels
+    return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), ParallelLoops(), UnrollLoops(), UnnestParallel(),
+            PlanMemory(), RenderC()]
 
-    return [ScheduleKernels(), LowerKernels(), LoopOpts(), PlanMemory(), RenderC()]
+
+def pipeline_options(passes: list) -> tuple:
+    """(pass name, sorted options) of every pass: what a compile-cache key includes."""
+    return tuple((p.name, tuple(sorted(getattr(p, "options", {}).items()))) for p in passes)

@@ -45,7 +45,7 @@ from caten_lab.codegen.kir import (
     While,
 )
 from caten_lab.errors import CompileError
-from caten_lab.runtime.parallel_build import KERNEL_END, LINKAGE_MACRO, kernel_begin
+from caten_lab.codegen.markers import KERNEL_END, LINKAGE_MACRO, kernel_begin
 
 RUNTIME_HEADERS = ("runtime.h", "int_div.h", "index_check.h")
 

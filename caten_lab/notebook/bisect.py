@@ -157,7 +157,7 @@ def bisect_miscompile(
             detail=mismatch[2],
             trace=trace,
         )
-        rws = rec.rewrites or []
+        rws = rec.graph_rewrites  # a codegen pass's kernel-IR rewrites do not change the graph
         if rws and bad_after(hi, len(rws)) is not None:
             klo, khi = 0, len(rws)  # after klo rewrites good, after khi bad
             while khi - klo > 1:

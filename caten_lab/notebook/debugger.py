@@ -19,7 +19,7 @@ from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.rewriter import Rewrite, replay
 from caten_lab.errors import CatenError, CompileError
 from caten_lab.passes.base import Pass, PassContext
-from caten_lab.passes.trace import PassRecord, PassTrace
+from caten_lab.passes.trace import KERNEL_IR, PassRecord, PassTrace
 
 
 class InvariantError(CompileError):
@@ -283,6 +283,7 @@ class PassDebugger:
         rewrites = list(self.ctx.rewrites or [])
         self.ctx.rewrites = None
         artifacts = {k: v for k, v in self.ctx.artifacts.items() if arts_before.get(k, _MISSING) is not v}
+        kernel_before, kernel_after = arts_before.get(KERNEL_IR), self.ctx.artifacts.get(KERNEL_IR)
         rec = PassRecord(
             p.name,
             p.description,
@@ -294,10 +295,16 @@ class PassDebugger:
             len(before),
             len(after),
             rewrites,
-            bool(rewrites) or not before.structurally_equal(after) or len(before) != len(after),
+            False,
             artifacts,
+            kernel_before=kernel_before,
+            kernel_after=kernel_after,
         )
-        return _Pending(index, before, after, rewrites, rec, 0, artifacts)
+        rec.changed = (bool(rewrites) or rec.kernel_changed or not before.structurally_equal(after)
+                       or len(before) != len(after))
+        # stepping replays graph rewrites on the graph; a codegen pass's kernel-IR rewrites are for
+        # trace.program_at (the pass then finishes in one step)
+        return _Pending(index, before, after, rec.graph_rewrites, rec, 0, artifacts)
 
     def _finish_pending(self) -> PassRecord:
         pend = self._pending

@@ -16,6 +16,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from caten_lab.errors import CatenError
 from caten_lab.notebook.c_highlight import c_lines_html
 from caten_lab.notebook.payload import trace_payload
 from caten_lab.notebook.profile_chart import profile_png
@@ -28,7 +29,10 @@ FALLBACK_MAX_NODES = 120  # the static fallback draws the final graph up to this
 
 
 class Inspector(anywidget.AnyWidget):
-    """Step through a compile: ``Inspector(program_or_trace, result=None, panes=None, title="")``."""
+    """Step through a compile: ``Inspector(program_or_trace, result=None, panes=None, title="", profile=None)``.
+
+    ``profile``: the rows of ``program.profile(inputs)``; codegen passes then show each kernel's time per call.
+    """
 
     _esm = STATIC / "inspector.js"
     _css = STATIC / "inspector.css"
@@ -43,6 +47,8 @@ class Inspector(anywidget.AnyWidget):
     focus_hops = traitlets.Int(0).tag(sync=True)
     node_cap = traitlets.Int(400).tag(sync=True)
     selected_node = traitlets.Int(-1).tag(sync=True)
+    kernel = traitlets.Unicode("").tag(sync=True)  # the function shown by a codegen pass's kernel view
+    kernel_line = traitlets.Int(-1).tag(sync=True)  # its selected listing line (1-based), -1: none
     play_interval_ms = traitlets.Int(700).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)  # written by the front-end after each render
     profile_png = traitlets.Unicode("").tag(sync=True)  # drawn on request (the Profile tab asks for it)
@@ -56,10 +62,11 @@ class Inspector(anywidget.AnyWidget):
         title: str = "",
         payload: dict[str, Any] | None = None,
         static_fallback: bool = True,
+        profile: list[dict] | None = None,
         **kwargs: Any,
     ) -> None:
         if payload is None:
-            payload = build_payload(source, result=result, title=title) if source is not None else {}
+            payload = build_payload(source, result=result, title=title, profile=profile) if source is not None else {}
         wanted = list(panes) if panes else list(ALL_PANES)
         bad = [p for p in wanted if p not in ALL_PANES]
         if bad:
@@ -70,7 +77,8 @@ class Inspector(anywidget.AnyWidget):
         self._title = title
         self.on_msg(self._on_front_end_msg)
         if payload.get("passes"):
-            first_changed = next((i for i, p in enumerate(payload["passes"]) if p["changed"]), 0)
+            # the first pass that changed the graph (codegen passes, which change the kernel program, come later)
+            first_changed = next((i for i, p in enumerate(payload["passes"]) if p["changed"] and not p.get("kir")), 0)
             self.pass_index = first_changed
 
     @traitlets.validate("view")
@@ -141,6 +149,30 @@ class Inspector(anywidget.AnyWidget):
         self.selected_node = int(node_id)
         return self
 
+    def show_kernel(self, name: str, line: int = -1) -> Inspector:
+        """In a codegen pass, show function ``name`` of the kernel program (and select listing ``line``)."""
+        names = self.kernel_names
+        if name not in names:
+            raise CatenError(
+                f"show_kernel: no function {name!r} in the kernel programs of this trace",
+                hint=f"functions: {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}" if names
+                else "no pass of this trace ran on a kernel program (codegen passes record ctx.artifacts['kernel_ir'])",
+            )
+        if isinstance(line, bool) or not isinstance(line, int) or (line < 1 and line != -1):
+            raise CatenError(f"show_kernel: line must be a listing line number >= 1 (or -1: none), not {line!r}")
+        self.kernel = name
+        self.kernel_line = int(line)
+        return self
+
+    @property
+    def kernel_names(self) -> list[str]:
+        """Every function of the kernel programs the trace recorded, in first-seen order."""
+        seen: dict[str, None] = {}
+        for p in self._payload.get("passes", []):
+            for f in (p.get("kir") or {}).get("functions", []):
+                seen.setdefault(f["name"], None)
+        return list(seen)
+
 
 def _interesting(p: dict[str, Any]) -> bool:
     """Shown even when unchanged passes are hidden: it changed the graph, failed, or produced artifacts."""
@@ -154,6 +186,7 @@ def build_payload(
     title: str = "",
     profile_chart: bool = False,
     highlight_c: bool = False,
+    profile: list[dict] | None = None,
 ) -> dict[str, Any]:
     """The Inspector's JSON document for a trace/program.
 
@@ -175,4 +208,5 @@ def build_payload(
         profile_png=profile_png(rows) if profile_chart else None,
         c_lines_html=c_lines_html(c_source) if (highlight_c and c_source) else None,
         title=title,
+        profile=profile,
     )

@@ -28,6 +28,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from caten_lab.air.graph import Graph
 from caten_lab.errors import CatenError
+from caten_lab.version import __version__
 from caten_lab.notebook import compile_bridge
 from caten_lab.notebook.summary import result_summary
 
@@ -49,6 +50,7 @@ class CatenResult:
     cached: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     inspector: Any = None
+    profile: list[dict] | None = None  # Program.profile rows (--profile): time per kernel call
 
     def show(self) -> Any:
         """The static HTML report (renders without widgets: nbconvert, GitHub)."""
@@ -107,6 +109,11 @@ class CatenMagics(Magics):
     )
     @argument("--no-run", action="store_true", help="compile and inspect, do not run")
     @argument("--check", action="store_true", help="compare the outputs with the NumPy interpreter")
+    @argument(
+        "--profile",
+        action="store_true",
+        help="time every kernel call once more (Program.profile): codegen passes show the time per call",
+    )
     @argument("--panes", default=None, metavar="LIST", help="panes to show: graph,profile,c,result")
     @argument("--static", action="store_true", help="show a static HTML report instead of the widget")
     @argument("--force", action="store_true", help="recompile, bypassing the cache")
@@ -135,7 +142,7 @@ class CatenMagics(Magics):
             return None
         from caten_lab.notebook.inspector import Inspector
 
-        insp = Inspector(result, result=_result_block(result, args), panes=panes, title=title)
+        insp = Inspector(result, result=_result_block(result, args), panes=panes, title=title, profile=result.profile)
         result.inspector = insp
         display(insp)
         return None
@@ -169,6 +176,11 @@ class CatenMagics(Magics):
         _check_symbol_names(symbols, getattr(program, "symbols", None))
         if not args.no_run:
             res.outputs, res.run_s = _execute(program, inputs, symbols, filename, cell, args.debug)
+        if args.profile:
+            if args.no_run or getattr(program, "backend", None) != "c" or not hasattr(program, "profile"):
+                raise UsageError("--profile times the compiled kernels: it needs the C backend and a run "
+                                 "(drop --no-run / --backend numpy)")
+            res.profile = _execute_profile(program, inputs, symbols, filename, cell, args.debug)
         return res
 
     def _pipeline(self, args: Any, ns: dict[str, Any]) -> Any:
@@ -370,9 +382,7 @@ def _to_graph(value: Any, ns: dict[str, Any], inputs_var: str | None) -> tuple[G
 
 
 def _versions() -> tuple:
-    import caten_lab
-
-    return (caten_lab.__version__, np.__version__, sys.version_info[:3], sys.executable)
+    return (__version__, np.__version__, sys.version_info[:3], sys.executable)
 
 
 def _cache_key(cell: str, line: str, graph: Graph) -> str:
@@ -473,6 +483,20 @@ def _execute(
             ]
         ) from exc
     return [np.asarray(o) for o in outs], time.perf_counter() - t0
+
+
+def _execute_profile(
+    program: Any, inputs: dict[str, np.ndarray], symbols: dict[str, int], filename: str, cell: str, debug: bool
+) -> list[dict]:
+    """``program.profile`` once (rows: kernel, function, calls, seconds, share), errors as in a run."""
+    rows: list[dict] = []
+
+    def timed(feed: dict[str, np.ndarray], sym: dict[str, int] | None) -> list:
+        rows.extend(program.profile(feed, sym))
+        return []
+
+    _execute(timed, inputs, symbols, filename, cell, debug)  # a failing run is reported as by a normal one
+    return rows
 
 
 def _result_block(res: CatenResult, args: Any) -> dict[str, Any] | None:

@@ -20,8 +20,9 @@ from caten_lab.air.node import Node
 from caten_lab.air.ops import OPS, attrs_items
 from caten_lab.air.symbolic import Expr
 from caten_lab.air.value import Value
+from caten_lab.notebook.kernel_view import KernelTables, c_path_index, kernel_pass_view
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2  # 2: codegen passes carry a "kir" block (kernel list, listings, steps); "fusion"
 MAX_REWRITES_PER_PASS = 20_000  # beyond this a pass's rewrites are summarized, not replayable
 
 
@@ -174,13 +175,22 @@ def trace_payload(
     profile_png: str | None = None,
     c_lines_html: list[str] | None = None,
     title: str = "",
+    profile: list[dict] | None = None,
 ) -> dict[str, Any]:
-    """Everything the Inspector shows, as JSON-ready data (no Python objects left)."""
+    """Everything the Inspector shows, as JSON-ready data (no Python objects left).
+
+    ``profile``: rows of ``Program.profile`` (kernel, function, seconds per run): the kernel lists of
+    codegen passes show the time per call of each function.
+    """
     nodes = _NodeTable()
     graphs = _GraphTable(nodes)
     passes: list[dict[str, Any]] = []
+    line_paths = getattr(program, "line_paths", None) if program is not None else None
+    line_paths = line_paths if line_paths is not None else _artifact(trace, "line_paths")
+    tables = KernelTables(c_path_index(line_paths), _artifact(trace, "kernel_ir") if line_paths else None)
     for i, rec in enumerate(getattr(trace, "records", []) or []):
-        rewrites = list(getattr(rec, "rewrites", None) or [])
+        all_rewrites = list(getattr(rec, "rewrites", None) or [])
+        rewrites = list(getattr(rec, "graph_rewrites", all_rewrites))
         truncated = len(rewrites) > MAX_REWRITES_PER_PASS
         before = getattr(rec, "before", None)
         after = getattr(rec, "after", None)
@@ -197,10 +207,11 @@ def trace_payload(
                 "error": getattr(rec, "error", None),
                 "before": graphs.intern(before),
                 "after": graphs.intern(after),
-                "n_rewrites": len(rewrites),
+                "n_rewrites": len(all_rewrites),
                 "rewrites_truncated": truncated,
                 "rewrites": [] if truncated else [_rewrite_record(rw, nodes) for rw in rewrites],
                 "artifacts": sorted(str(k) for k in (getattr(rec, "artifacts", None) or {})),
+                "kir": kernel_pass_view(rec, tables, profile),
             }
         )
     schedule = getattr(program, "schedule", None) if program is not None else None
@@ -231,6 +242,8 @@ def trace_payload(
         "graphs": graphs.graphs,
         "passes": passes,
         "kernels": _kernels(schedule),
+        "fusion": [d.to_json() for d in (_artifact(trace, "fusion") or [])],
+        "kir": {"lines": tables.lines, "origins": tables.origins, "states": tables.states},
         "c": c_block,
         "profile": {
             "rows": _json_rows(table),

@@ -20,6 +20,7 @@ from caten_lab.errors import CatenError
 from caten_lab.notebook.c_highlight import c_lines_html
 from caten_lab.notebook.profile_chart import profile_png
 from caten_lab.notebook.sources import trace_and_program
+from caten_lab.passes.fusion import fusion_summary
 
 ADDED = "#86efac"
 CHANGED = "#fdba74"
@@ -150,7 +151,13 @@ def show(
             f"</summary><div style='color:#6b7280'>{esc(rec.description or '')}</div>"
         )
         last = i == len(trace.records) - 1
-        if (graphs == "changed" and (rec.changed or last)) or (graphs == "last" and last):
+        kernel = bool(getattr(rec, "is_codegen", False) and getattr(rec, "kernel_changed", False))
+        if kernel:  # a codegen pass changed the kernel program: its listing, not the (same) graph again
+            parts.append(_kernel_html(rec))
+        fusion = (getattr(rec, "artifacts", None) or {}).get("fusion")
+        if isinstance(fusion, list) and fusion:  # the scheduler's decisions: every kernel root and why
+            parts.append(f"<pre style='max-height:240px;overflow:auto'>{esc(fusion_summary(fusion))}</pre>")
+        if (graphs == "changed" and ((rec.changed and not kernel) or last)) or (graphs == "last" and last):
             parts.append(_graph_html(rec, after, use_svg, max_nodes))
         parts.append("</details>")
     c_source = getattr(program, "c_source", None) if program is not None else None
@@ -196,6 +203,22 @@ def _profile_table(rows: list[dict[str, Any]]) -> str:
             + "</tr>"
         )
     return f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table>"
+
+
+MAX_KERNEL_FUNCTIONS = 12  # functions listed per codegen pass in the static report
+
+
+def _kernel_html(rec: Any) -> str:
+    """The functions a codegen pass changed, as kernel-IR listings after the pass."""
+    before = {f.name: f for f in rec.kernel_before.functions} if rec.kernel_before is not None else {}
+    after = rec.kernel_after if rec.kernel_after is not None else rec.kernel_before
+    changed = [f for f in after.functions if before.get(f.name) != f]
+    n_rw = len(getattr(rec, "kernel_rewrites", []) or [])
+    out = [f"<p>kernel IR: {len(changed)} of {len(after.functions)} functions changed, {n_rw} kernel-IR rewrites"
+           + (f" (the first {MAX_KERNEL_FUNCTIONS} shown)" if len(changed) > MAX_KERNEL_FUNCTIONS else "") + "</p>"]
+    for f in changed[:MAX_KERNEL_FUNCTIONS]:
+        out.append(f"<pre style='max-height:300px;overflow:auto;background:#f9fafb'>{html.escape(after.text(f.name))}</pre>")
+    return "".join(out)
 
 
 def _graph_html(rec: Any, after: Graph, use_svg: bool, max_nodes: int) -> str:

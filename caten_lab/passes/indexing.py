@@ -5,14 +5,15 @@ Loop variables are symbols whose names start with ``__`` (user symbols never do)
 :func:`unravel`: the coordinates of a flat storage position inside a contiguous shape. Done
 naively it is a chain of ``//`` and ``%``; here each axis is simplified from the linear form of
 the flat index and the loop bounds, so reshapes, permutes and broadcasts compose into plain
-``i*stride`` sums. Results are memoized: identical transformer blocks hit the memo.
+``i*stride`` sums. Results are memoized: identical transformer blocks hit the memo. Nothing here
+knows C: codegen lowers these expressions to the kernel IR (``codegen/symbolic_kir.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from caten_lab.air.symbolic import Dim, Expr, _atom_key, floordiv, mod, symbols_of
+from caten_lab.air.symbolic import Dim, Expr, atom_key, floordiv, mod, symbols_of
 
 LOOP_PREFIX = "__"
 
@@ -135,14 +136,14 @@ def exact_div(a: Dim, b: Dim) -> Dim | None:
                 return None
         if c % bc:
             return None
-        key = tuple(sorted(rest, key=_atom_key))
+        key = tuple(sorted(rest, key=atom_key))
         out[key] = out.get(key, 0) + c // bc
     return Expr.make(out)
 
 
 def _grlex(m: tuple) -> tuple:
     """A monomial order compatible with multiplication (degree first, then the atoms' names)."""
-    return (len(m), sorted((_atom_key(x) for x in m), reverse=True))
+    return (len(m), sorted((atom_key(x) for x in m), reverse=True))
 
 
 def _poly_div(a: Dim, b: Expr) -> Dim | None:
@@ -168,7 +169,7 @@ def _poly_div(a: Dim, b: Expr) -> Dim | None:
             rest.remove(atom)
         if cr % cb:
             return None
-        t = Expr.make({tuple(sorted(rest, key=_atom_key)): cr // cb})
+        t = Expr.make({tuple(sorted(rest, key=atom_key)): cr // cb})
         q = q + t
         r = r - t * b
     return None
@@ -306,41 +307,3 @@ def fold_divmod(d: Dim) -> Dim:
                 changed = True
                 break
     return Expr.make(terms)
-
-
-def has_divmod_on(d: Dim, names: set[str]) -> bool:
-    """Whether ``d`` still divides or takes a remainder of an expression using any of ``names``."""
-    if isinstance(d, int):
-        return False
-    for m, _ in d.terms:
-        for a in m:
-            if isinstance(a, tuple) and (symbols_of(a[1]) | symbols_of(a[2])) & names:
-                return True
-    return False
-
-
-def c_expr(d: Dim, name: Mapping[str, str]) -> str:
-    """Render an integer expression as C (int64 arithmetic); ``name`` maps symbol -> C identifier."""
-    if isinstance(d, int):
-        return str(d) if d >= 0 else f"({d})"
-    parts = []
-    for m, c in d.terms:
-        factors = [_c_atom(a, name) for a in m]
-        if c != 1 or not factors:
-            factors.insert(0, str(c) if c >= 0 else f"({c})")
-        parts.append("*".join(factors))
-    return "(" + " + ".join(parts) + ")" if len(parts) > 1 else parts[0]
-
-
-def _c_atom(a: object, name: Mapping[str, str]) -> str:
-    if isinstance(a, str):
-        return name[a]
-    op, x, y = a  # type: ignore[misc]
-    xs, ys = c_expr(x, name), c_expr(y, name)
-    if op == "max":
-        return f"cl_max64({xs}, {ys})"
-    if op == "min":
-        return f"cl_min64({xs}, {ys})"
-    if nonneg(x) and nonneg(y):
-        return f"({xs} / {ys})" if op == "//" else f"({xs} % {ys})"
-    return f"cl_floordiv({xs}, {ys})" if op == "//" else f"cl_floormod({xs}, {ys})"

@@ -1,20 +1,23 @@
 """The PassManager: an editable list of passes, run in order, optionally traced and verified.
 
 Tracing off, a run is a plain loop over ``pass.run(graph, ctx)``: no graph copies, no
-tracemalloc, ``ctx.rewrites`` stays None. Tracing on, every pass gets a :class:`PassRecord`.
+tracemalloc, ``ctx.rewrites`` stays None. Tracing on, every pass gets a :class:`PassRecord`; a codegen
+pass's record also holds the kernel program (``ctx.artifacts[KERNEL_IR]``) before and after it, which
+costs nothing (the kernel IR is immutable) and its kernel-IR rewrites.
 """
 
 from __future__ import annotations
 
 import time
 import tracemalloc
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.errors import CatenError, CompileError
 from caten_lab.passes.base import Pass, PassContext
-from caten_lab.passes.trace import PassRecord, PassTrace
+from caten_lab.passes.trace import KERNEL_IR, PassRecord, PassTrace
 
 
 @dataclass
@@ -27,11 +30,25 @@ class PassResult:
 
 
 class PassManager:
-    """A pipeline of passes. Edit it by pass name; ``verify=True`` checks the graph after every pass."""
+    """A pipeline of passes. Edit it by pass name; ``verify=True`` checks the graph after every pass.
 
-    def __init__(self, passes: Iterable[Pass] = (), *, verify: bool = False) -> None:
+    ``kernel_check`` (e.g. ``caten_lab.codegen.kir_check.validate``), with ``verify=True``, checks the
+    kernel program after every pass that changed it, so the first codegen pass to break the kernel IR
+    is named.
+    """
+
+    def __init__(
+        self, passes: Iterable[Pass] = (), *, verify: bool = False, kernel_check: Callable[[Any], Any] | None = None
+    ) -> None:
         self.passes: list[Pass] = []
         self.verify = verify
+        if kernel_check is not None and not callable(kernel_check):
+            raise CompileError(
+                f"kernel_check must be a function of the kernel program, not {type(kernel_check).__name__} "
+                f"{kernel_check!r:.60}",
+                hint="PassManager(passes, verify=True, kernel_check=caten_lab.codegen.kir_check.validate)",
+            )
+        self.kernel_check = kernel_check
         for p in passes:
             self._check(p)
             self.passes.append(p)
@@ -87,7 +104,7 @@ class PassManager:
         return old
 
     def copy(self) -> PassManager:
-        return PassManager(list(self.passes), verify=self.verify)
+        return PassManager(list(self.passes), verify=self.verify, kernel_check=self.kernel_check)
 
     def __iter__(self) -> Iterator[Pass]:
         return iter(self.passes)
@@ -122,6 +139,7 @@ class PassManager:
         ctx.tracing = False
         ctx.rewrites = None
         for i, p in enumerate(self.passes):
+            kernel_before = ctx.artifacts.get(KERNEL_IR) if self.verify else None
             try:
                 out = p.run(graph, ctx)
             except Exception as exc:
@@ -129,6 +147,7 @@ class PassManager:
             graph = graph if out is None else _checked_result(p, i, out)
             if self.verify:
                 self._verify(graph, p, i, None)
+                self._check_kernel(ctx.artifacts.get(KERNEL_IR), kernel_before, p, i, None)
         return PassResult(graph, ctx, None)
 
     def _run_traced(self, graph: Graph, ctx: PassContext, trace_memory: bool) -> PassResult:
@@ -145,6 +164,7 @@ class PassManager:
                 rewrites: list = []
                 ctx.rewrites = rewrites
                 rec = PassRecord(p.name, p.description, i, before, None, 0.0, 0, len(graph), len(graph))
+                rec.kernel_before = arts_before.get(KERNEL_IR)
                 tr.records.append(rec)
                 if trace_memory:
                     tracemalloc.reset_peak()
@@ -167,12 +187,14 @@ class PassManager:
                 rec.after = _safe_copy(graph)  # always a copy: a pass may edit nodes behind the indices
                 snapshot = rec.after  # ... and the next pass's ``before`` (records are read-only snapshots)
                 rec.nodes_after = len(graph)
-                rec.changed = bool(rec.rewrites) or _fingerprint(graph) != _fingerprint(before)
+                rec.kernel_after = ctx.artifacts.get(KERNEL_IR)
+                rec.changed = bool(rec.rewrites) or rec.kernel_changed or _fingerprint(graph) != _fingerprint(before)
                 if error is not None:
                     rec.error = f"{type(error).__name__}: {error}"
                     raise self._failure(p, i, error, tr) from error
                 if self.verify:
                     self._verify(graph, p, i, tr)
+                    self._check_kernel(rec.kernel_after, rec.kernel_before, p, i, tr)
         finally:
             ctx.rewrites = None
             if started_tm:
@@ -189,6 +211,26 @@ class PassManager:
                 f"the graph is broken after pass {p.name!r} (#{i}): {exc.message}",
                 where=exc.where,
                 hint=f"pass {p.name!r} is the first to break a graph invariant; inspect err.trace",
+            )
+            err.trace = tr  # type: ignore[attr-defined]
+            err.pass_name = p.name  # type: ignore[attr-defined]
+            err.pass_index = i  # type: ignore[attr-defined]
+            raise err from exc
+
+    def _check_kernel(self, program: Any, before: Any, p: Pass, i: int, tr: PassTrace | None) -> None:
+        """Run ``kernel_check`` on a kernel program the pass made or changed."""
+        if self.kernel_check is None or program is None or program is before:
+            return
+        try:
+            self.kernel_check(program)
+        except CatenError as exc:
+            if tr is not None and tr.records:
+                tr.records[-1].error = f"kernel check: {exc.message}"
+            err = CompileError(
+                f"the kernel program is broken after pass {p.name!r} (#{i}): {exc.message}",
+                where=exc.where,
+                hint=f"pass {p.name!r} is the first to break the kernel IR; "
+                "inspect err.trace.program_at(err.pass_name).text()",
             )
             err.trace = tr  # type: ignore[attr-defined]
             err.pass_name = p.name  # type: ignore[attr-defined]

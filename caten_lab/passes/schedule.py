@@ -31,6 +31,7 @@ from caten_lab.air.symbolic import Dim, Expr
 from caten_lab.air.value import Value
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
+from caten_lab.passes.fusion import DEAD, INLINE, ROOT, FusionDecision
 from caten_lab.passes.indexing import flat_index, loop_var, loop_vars_of, unravel
 
 _ELEMENTWISE = frozenset(ELEMENTWISE)
@@ -316,26 +317,35 @@ def _reduce_fusable(plan: _Plan, kid: int, n: Node) -> bool:
     return used == set(loops[: len(used)])
 
 
-def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None) -> Schedule:
+def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
+                   decisions: list[FusionDecision] | None = None) -> Schedule:
     """Group the nodes of ``g`` into kernels (see the module docstring).
 
     ``state_outputs`` (output index -> input name, :func:`caten_lab.air.graph.state_outputs` of the graph
     *before* the passes) says which outputs update an input in place; only their stores may write into
     the caller's array. Simplification can turn a plain value into a store chain rooted at an input
     (``store(x * 1, ...)`` becomes ``store(x, ...)``): that store must copy first. None: derived from ``g``.
+    ``decisions`` (a list, when tracing) receives one :class:`FusionDecision` per node decided.
     """
     order = g.toposort()
     pos = {n.id: i for i, n in enumerate(order)}
     forced: set[str] = set(g.outputs)
+    why: dict[str, str] | None = None if decisions is None else dict.fromkeys(g.outputs, "a graph output")
     for n in order:
         if n.op == "store":
             forced.add(n.out)
             forced.add(n.reads[0])
+            if why is not None:
+                why.setdefault(n.out, "the result of a store (written to its destination buffer)")
+                why.setdefault(n.reads[0], "the destination of a store")
         elif n.op == "view" and n.attrs.mask is not None:
             forced.add(n.reads[0])
+            if why is not None:
+                why.setdefault(n.reads[0], "the operand of a masked (padded) view")
     heavy = _heavy(order, forced)
     expensive = _expensive_values(order)
     plan = _Plan(g)
+    log: list[tuple[Node, str, tuple[int, ...], str, bool]] | None = None if decisions is None else []
     for n in reversed(order):
         v = n.out
         if _is_buffer_node(n):
@@ -349,9 +359,15 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None) -> Sch
                 else:
                     kernels |= plan.member.get(u.out, set())
             if not kernels:
+                if log is not None:
+                    log.append((n, DEAD, (), "no kernel reads it", False))
                 continue  # dead: nothing reads it
             if len(kernels) > 1 and heavy[v] or n.op == "reduce" and not _reduce_fusable(plan, next(iter(kernels)), n) or any(len(plan.req[k].get(v, ())) > MAX_COORDS_PER_VALUE for k in kernels):
                 must = True
+                if log is not None:
+                    log.append((n, ROOT, (len(plan.roots),), _refusal(plan, n, kernels, heavy), True))
+        elif log is not None and why is not None:
+            log.append((n, ROOT, (len(plan.roots),), why.get(v, "realized"), False))
         if must:
             plan.new_kernel(n)
             continue
@@ -359,10 +375,45 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None) -> Sch
         if n.op == "view" and expensive.get(n.reads[0], False) and any(
                 _recomputes_in_stage(plan, kid, n) for kid in kernels):
             forced.add(n.reads[0])
+            if why is not None:
+                why.setdefault(n.reads[0], "an expensive value a reduce stage would recompute per output "
+                               "column (broadcast operand)")
+        if log is not None:
+            log.append((n, INLINE, tuple(sorted(kernels)), "fused into the kernel(s) that read it",
+                        False))
         for kid in kernels:
             for c in plan.req[kid].get(v, ()):
                 plan.push(kid, n, c)
-    return _build(g, plan, pos, state_outputs)
+    if log is None or decisions is None:
+        return _build(g, plan, pos, state_outputs)
+    by_kid: dict[int, Kernel] = {}
+    sched = _build(g, plan, pos, state_outputs, by_kid)
+    rank = {id(k): i for i, k in enumerate(sched.kernels)}
+    for n, action, kids, reason, refused in reversed(log):  # graph order
+        names = tuple(k.name for k in sorted((by_kid[k] for k in kids), key=lambda k: rank[id(k)]))
+        decisions.append(FusionDecision(n.id, n.op, str(n.out), action, names, reason, refused))
+    return sched
+
+
+def _refusal(plan: _Plan, n: Node, kernels: set[int], heavy: dict[str, bool]) -> str:
+    """Why value ``n`` (read by ``kernels``) is realized instead of fused (tracing only; the same tests,
+    in the same order, as :func:`schedule_graph`)."""
+    v = n.out
+    if len(kernels) > 1 and heavy[v]:
+        return f"read by {len(kernels)} kernels and holds a reduction: fusing would recompute it in each"
+    if n.op == "reduce":
+        kid = next(iter(kernels))
+        coords = plan.req[kid].get(v, set())
+        if len(coords) != 1:
+            return f"a reduce its reader needs at {len(coords)} coordinate tuples: fused, it would run once per tuple"
+        used: set[str] = set()
+        for d in next(iter(coords)):
+            used |= loop_vars_of(d)
+        if any(u not in plan.loops[kid] for u in used):
+            return "a reduce indexed by another reduce stage's loop: fused, it would be recomputed per iteration"
+        if used != set(plan.loops[kid][: len(used)]):
+            return "a reduce whose coordinates are not an outer prefix of its reader's loops"
+    return f"needed at more than {MAX_COORDS_PER_VALUE} coordinate tuples in one kernel"
 
 
 # ---- building kernels -------------------------------------------------------------------
@@ -385,7 +436,8 @@ def _describe(nodes: list[Node], g: Graph) -> str:
     return "_".join(parts[:4]) or "copy"
 
 
-def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | None) -> Schedule:
+def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | None,
+           by_kid: dict[int, Kernel] | None = None) -> Schedule:
     buffers: dict[str, BufferInfo] = {}
     value_buffer: dict[str, str] = {}
     out_index = {o: i for i, o in reversed(list(enumerate(g.outputs)))}
@@ -439,6 +491,8 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | 
             buffers[name] = BufferInfo(name, root.shape, root.dtype, kind)
             value_buffer[root.out] = name
         kernels.append((pos[root.id], _make_kernel(g, plan, kid, value_buffer, buffers)))
+        if by_kid is not None:
+            by_kid[kid] = kernels[-1][1]
     kernels.sort(key=lambda t: t[0])
     ks = [k for _, k in kernels]
     for i, k in enumerate(ks):
@@ -583,6 +637,9 @@ class ScheduleKernels:
     description = "fuse elementwise chains, reductions and matmul epilogues into kernels (schedule cache by key)"
 
     def run(self, graph: Graph, ctx: PassContext) -> Graph:
-        sched = schedule_graph(graph, ctx.options.get("state_outputs"))
+        decisions: list[FusionDecision] | None = [] if ctx.tracing else None
+        sched = schedule_graph(graph, ctx.options.get("state_outputs"), decisions)
         ctx.artifacts["schedule"] = sched
+        if decisions is not None:
+            ctx.artifacts["fusion"] = decisions  # the fusion log (passes/fusion.py), in the schedule's record
         return graph

@@ -31,7 +31,7 @@ from typing import Any
 from caten_lab.air import serialize
 from caten_lab.air.graph import Graph
 from caten_lab.air.symbolic import Expr
-from caten_lab.codegen.loopir import LoopProgram
+from caten_lab.codegen.kir_json import program_from_json, program_to_json
 from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule
 from caten_lab.runtime.cache_files import (
@@ -47,7 +47,7 @@ from caten_lab.runtime.cache_files import (
 
 _COMPILER_PARTS = ("air", "passes", "codegen", "compiler.py", "config.py")
 FORMAT = "caten_lab.artifacts"
-VERSION = 1
+VERSION = 2  # 2: the kernel IR (kernel_ir) replaces the loop IR
 
 
 def _pairs(d: dict) -> dict[str, tuple[int, int]]:
@@ -61,7 +61,7 @@ def _plain(v: Any) -> Any:
 # artifact name -> (encode, decode); plain JSON values round-trip as they are
 CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "schedule": (Schedule.to_json, Schedule.from_json),
-    "loop_ir": (LoopProgram.to_json, LoopProgram.from_json),
+    "kernel_ir": (program_to_json, program_from_json),
     "memory_plan": (MemoryPlan.to_json, MemoryPlan.from_json),
     "c_source": (str, str),
     "c_units": (_plain, lambda v: [(str(name), str(text)) for name, text in v]),  # Rendered.units
@@ -69,7 +69,6 @@ CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "kernel_lines": (_plain, _pairs),
     "function_lines": (_plain, _pairs),
     "kernel_nodes": (_plain, lambda v: {str(k): [int(x) for x in ids] for k, ids in v.items()}),
-    "loop_opts": (_plain, lambda v: {str(k): int(x) for k, x in v.items()}),
     "graph_symbols": (_plain, lambda v: [str(s) for s in v]),
 }
 

@@ -3,6 +3,7 @@
 // rebuilt here from the rewrite records; layout runs in a Web Worker with Graphviz compiled to WASM.
 import workerSource from "virtual:layout-worker";
 import { h } from "./dom.js";
+import { makeKernelView } from "./kernel_view.js";
 
 const CAT_COLORS = { unary: "#dbeafe", binary: "#e0e7ff", ternary: "#ede9fe", reduce: "#fde68a", buffer: "#dcfce7" };
 const KERNEL_COLORS = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d8f3dc", "#ffe5d9", "#cddafd", "#f1e3d3", "#e2f0cb"];
@@ -286,7 +287,7 @@ function kernelOf(state, nodeKernel) {
 // Build the DOT of one drawn graph. opts: {prefix, marks: Map(id->colour), dashed: Set, keep: Set|null,
 // kernelsOn: bool (the graph is scheduled), boxed(kernel) -> bool, nodeKernel: Map, kernelIndex: Map}
 function toDot(state, opts) {
-  const { prefix, marks, dashed, keep, kernelsOn, boxed, nodeKernel, kernelIndex } = opts;
+  const { prefix, marks, dashed, keep, kernelsOn, boxed, nodeKernel, kernelIndex, refused } = opts;
   const prod = producerMap(state);
   const outs = new Set(state.outputs);
   const lines = [
@@ -306,7 +307,8 @@ function toDot(state, opts) {
   const nodeLine = (id, n) => {
     const colour = marks.get(id) || CAT_COLORS[n.rec.cat] || "#f3f4f6";
     const style = dashed.has(id) ? ', style="rounded,filled,dashed"' : "";
-    const pen = outs.has(n.rec.out) ? ", penwidth=2.2" : "";
+    // a graph output: thick; a node the scheduler refused to fuse (realized on its own): orange outline
+    const pen = (outs.has(n.rec.out) ? ", penwidth=2.2" : "") + (refused && refused.has(id) ? ', color="#ea580c", penwidth=2.2' : "");
     return `    ${prefix}n${id} [id="${prefix}n${id}", label="${esc(nodeLabel(n.rec, n.reads))}", fillcolor="${colour}"${style}${pen}];`;
   };
   for (const [id, n] of state.nodes) {
@@ -397,6 +399,9 @@ function scrollWithin(box, item, center) {
 // ---- the widget -------------------------------------------------------------------------------------
 // a pass worth showing when unchanged passes are hidden: it changed the graph, failed, or produced artifacts
 const interesting = (p) => p.changed || p.error || (p.artifacts && p.artifacts.length > 0);
+// steps of a pass: its graph rewrites, or for a codegen pass its kernel-IR rewrites
+const nSteps = (p) => (p.kir ? p.kir.steps.length : p.rewrites.length);
+const stepAt = (p, k) => (p.kir ? p.kir.steps[k - 1] : p.rewrites[k - 1]);
 
 function render({ model, el }) {
   const data = JSON.parse(model.get("data_json") || "{}");
@@ -562,19 +567,19 @@ function render({ model, el }) {
 
   function setRewrite(k) {
     const p = data.passes[model.get("pass_index")];
-    k = Math.max(-1, Math.min(k, p.rewrites.length));
-    if (k === 0 && p.rewrites.length) k = 1;
+    k = Math.max(-1, Math.min(k, nSteps(p)));
+    if (k === 0 && nSteps(p)) k = 1;
     model.set("rewrite_index", k);
     model.save_changes();
   }
 
   function stepRewrite(d) {
     const p = data.passes[model.get("pass_index")];
-    if (!p.rewrites.length) return stepPass(d);
+    if (!nSteps(p)) return stepPass(d);
     const k = model.get("rewrite_index");
     if (d > 0) {
       if (k < 0) setRewrite(1);
-      else if (k < p.rewrites.length) setRewrite(k + 1);
+      else if (k < nSteps(p)) setRewrite(k + 1);
       else stepPass(1);
     } else if (k > 1) setRewrite(k - 1);
     else setRewrite(-1);
@@ -585,7 +590,7 @@ function render({ model, el }) {
     playBtn.textContent = "pause";
     playTimer = setInterval(() => {
       const p = data.passes[model.get("pass_index")];
-      if (model.get("rewrite_index") >= 0 && p.rewrites.length) stepRewrite(1);
+      if (model.get("rewrite_index") >= 0 && nSteps(p)) stepRewrite(1);
       else stepPass(1);
     }, Math.max(200, model.get("play_interval_ms") || 700));
   }
@@ -631,7 +636,7 @@ function render({ model, el }) {
     const pi = model.get("pass_index");
     const p = data.passes[pi];
     const k = model.get("rewrite_index");
-    if (k >= 1 && p.rewrites.length) {
+    if (k >= 1 && k <= p.rewrites.length) {
       return { before: replayer.state(pi, k - 1), after: replayer.state(pi, k), rewrite: p.rewrites[k - 1] };
     }
     const before = p.before === null ? null : stateFromGraph(data, p.before);
@@ -674,7 +679,8 @@ function render({ model, el }) {
       }
       return null;
     };
-    const common = { kernelsOn: kernelsOnAt(pi), boxed, nodeKernel, kernelIndex, dashed: new Set() };
+    const showRefused = (data.passes[pi].artifacts || []).includes("fusion");
+    const common = { kernelsOn: kernelsOnAt(pi), boxed, nodeKernel, kernelIndex, dashed: new Set(), refused: showRefused ? refusedNodes : null };
     const specs = [];
     const marksFor = (which) => {
       const m = new Map();
@@ -724,25 +730,44 @@ function render({ model, el }) {
     root.dataset.state = "rendering";
     const pi = model.get("pass_index");
     const p = data.passes[pi];
-    const k = model.get("rewrite_index");
+    // a step index left over from another pass (the pass changes first, then its step) means the whole pass
+    const k0 = model.get("rewrite_index");
+    const k = k0 > nSteps(p) ? -1 : k0;
     passSlider.value = String(pi);
     passLabel.textContent = `${pi}/${data.passes.length - 1} ${p.name}${p.changed ? "" : " (no change)"}${p.error ? " — FAILED" : ""}`;
-    rwSlider.max = String(Math.max(0, p.rewrites.length));
-    rwSlider.min = p.rewrites.length ? "1" : "0";
+    const ns = nSteps(p);
+    rwSlider.max = String(Math.max(0, ns));
+    rwSlider.min = ns ? "1" : "0";
     rwSlider.value = String(Math.max(0, k));
-    rwSlider.disabled = !p.rewrites.length;
-    rwLabel.textContent = p.rewrites.length
+    rwSlider.disabled = !ns;
+    const what = p.kir ? "kernel-IR rewrites" : "rewrites";
+    rwLabel.textContent = ns
       ? k >= 1
-        ? `${k}/${p.rewrites.length}: ${p.rewrites[k - 1].rule}  (${p.rewrites[k - 1].loc})`
-        : `whole pass · ${p.rewrites.length} rewrites`
-      : p.rewrites_truncated
-        ? `${p.n_rewrites} rewrites (too many to step)`
-        : "no recorded rewrites";
+        ? `${k}/${ns}: ${stepAt(p, k).rule}  (${stepAt(p, k).loc})`
+        : `whole pass · ${ns} ${what}`
+      : p.rewrites_truncated || (p.kir && p.kir.steps_note)
+        ? `${p.n_rewrites} ${what} (${p.kir ? p.kir.steps_note : "too many to step"})`
+        : `no recorded ${what}`;
     viewSel.value = model.get("view");
     hideChk.checked = model.get("hide_unchanged");
     collapseChk.checked = model.get("collapse_kernels");
     hopsIn.value = String(model.get("focus_hops"));
     renderPassList();
+    if (p.kir) {
+      // a codegen pass: the kernel list and the kernel-IR listings instead of the graph
+      const st = kview.render(pi, k);
+      lastRenderMs = performance.now() - t0;
+      root.dataset.state = "ready";
+      root.dataset.pass = String(pi);
+      root.dataset.rewrite = String(k);
+      root.dataset.mode = "kernel";
+      root.dataset.kernel = st.kernel;
+      root.dataset.renderMs = lastRenderMs.toFixed(1);
+      model.set("status", JSON.stringify({ pass: pi, rewrite: k, view: model.get("view"), ms: Math.round(lastRenderMs), mode: "kernel", kernel: st.kernel, hl_after: st.hl_after, hl_before: st.hl_before, lines: st.lines }));
+      model.save_changes();
+      return;
+    }
+    root.dataset.mode = "graph";
     const pair = currentPair();
     const { specs } = drawSpecs(pair, pi);
     const cap = model.get("node_cap");
@@ -814,6 +839,7 @@ function render({ model, el }) {
     const p = data.passes[pi];
     const k = model.get("rewrite_index");
     let next = null;
+    if (p.kir && k >= 1) return;
     if (k >= 1 && k < p.rewrites.length) next = [pi, k + 1];
     else {
       const vis = visiblePasses();
@@ -825,6 +851,7 @@ function render({ model, el }) {
       if (model.get("pass_index") !== pi || model.get("rewrite_index") !== k) return;
       // compute the DOT of the next step without touching the model
       const np = data.passes[next[0]];
+      if (np.kir) return;
       let pair;
       if (next[1] >= 1) pair = { before: replayer.state(next[0], next[1] - 1), after: replayer.state(next[0], next[1]), rewrite: np.rewrites[next[1] - 1] };
       else pair = { before: np.before === null ? null : stateFromGraph(data, np.before), after: np.after === null ? null : stateFromGraph(data, np.after), rewrite: null };
@@ -884,6 +911,15 @@ function render({ model, el }) {
       );
     }
     const sel = model.get("selected_node");
+    if ((p.artifacts || []).includes("fusion") && fusion.length) {
+      const refused = fusion.filter((d) => d.refused);
+      const roots = fusion.filter((d) => d.action === "root").length;
+      const box = h("div", { class: "ci-fusion" }, h("div", { class: "ci-d-title", text: `fusion: ${roots} kernels, ${fusion.filter((d) => d.action === "inline").length} nodes inlined, ${refused.length} refused` }), h("div", { class: "ci-dim", text: refused.length ? "refused nodes are outlined in orange" : "" }));
+      for (const d of refused.slice(0, 40)) {
+        box.append(h("div", { class: "ci-fusion-refused" }, h("a", { href: "#", class: "ci-link", text: `n${d.node} ${d.op}`, onclick: (e) => (e.preventDefault(), model.set("selected_node", d.node), model.save_changes()) }), h("span", { text: ` → ${d.kernels.join(", ")}: ${d.reason}` })));
+      }
+      detailEl.append(box);
+    }
     if (sel < 0) {
       detailEl.append(h("div", { class: "ci-hint", text: "click a node for its details; click a kernel box to expand it" }));
       return;
@@ -903,6 +939,15 @@ function render({ model, el }) {
     row("source", rec.src ? h("span", {}, h("code", { text: rec.src }), srcText ? h("div", { class: "ci-src-line", text: srcText }) : null) : "–");
     const kern = nodeKernel.get(rec.id);
     if (kern !== undefined) row("kernel", h("a", { href: "#", class: "ci-link", text: kern, onclick: (e) => (e.preventDefault(), gotoC({ kernel: kern })) }));
+    const kl = kview.nodeToKir(rec.id);
+    if (kl.length) {
+      const span = h("span", {});
+      for (const t of kl.slice(0, 6)) span.append(h("a", { href: "#", class: "ci-link ci-goto-kir", text: `${t.fn}:${t.line} `, onclick: (e) => (e.preventDefault(), kview.gotoKir(t.fn, t.line)) }));
+      if (kl.length > 6) span.append(h("span", { class: "ci-dim", text: `+${kl.length - 6} more` }));
+      row("kernel IR", span);
+    }
+    const fu = fusionOf.get(rec.id);
+    if (fu) row("fusion", `${fu.action}${fu.kernels.length ? ` → ${fu.kernels.join(", ")}` : ""}: ${fu.reason}`);
     const cl = nodeToC.get(rec.id);
     if (cl && cl.length) row("C lines", h("a", { href: "#", class: "ci-link ci-goto-c", text: `${cl[0]}${cl.length > 1 ? `–${cl[cl.length - 1]}` : ""} (${cl.length} lines)`, onclick: (e) => (e.preventDefault(), gotoC({ node: rec.id })) }));
     else row("C lines", "–");
@@ -953,11 +998,15 @@ function render({ model, el }) {
     for (const id of ids) {
       info.append(h("a", { href: "#", class: "ci-link ci-goto-graph", text: ` n${id}`, onclick: (e) => (e.preventDefault(), gotoNode(id)) }));
     }
+    const at = kview.cToKir(ln);
+    if (at) {
+      info.append(h("span", { text: " · kernel IR " }), h("a", { href: "#", class: "ci-link ci-goto-kir", text: `${at.fn}:${at.line}`, onclick: (e) => (e.preventDefault(), showTab("graph"), kview.gotoKir(at.fn, at.line)) }));
+    }
   }
 
-  function gotoC({ node, kernel }) {
+  function gotoC({ node, kernel, lines: given }) {
     if (!c) return;
-    let lines = [];
+    let lines = given ? [...given] : [];
     if (node !== undefined) lines = nodeToC.get(node) || [];
     if (kernel !== undefined) {
       const r = (data.c.kernel_lines || {})[kernel];
@@ -969,7 +1018,7 @@ function render({ model, el }) {
     if (lines.length && cRows[lines[0] - 1]) scrollWithin(c.querySelector(".ci-c-lines"), cRows[lines[0] - 1], true);
     const info = c.querySelector(".ci-c-info");
     if (info) {
-      info.replaceChildren(h("span", { text: node !== undefined ? `lines of node n${node}: ${lines.length} ` : `kernel ${kernel} ` }));
+      info.replaceChildren(h("span", { text: node !== undefined ? `lines of node n${node}: ${lines.length} ` : kernel !== undefined ? `kernel ${kernel} ` : `${lines.length} lines of the selected kernel-IR statement ` }));
       if (node !== undefined) info.append(h("a", { href: "#", class: "ci-link ci-goto-graph", text: "back to the graph", onclick: (e) => (e.preventDefault(), gotoNode(node)) }));
     }
   }
@@ -983,6 +1032,34 @@ function render({ model, el }) {
       if (el2 && el2.scrollIntoView) el2.scrollIntoView({ block: "center", inline: "center" });
     }, 0);
   }
+
+  // ---- kernel view (codegen passes): kernel_view.js
+  const fusion = data.fusion || [];
+  const fusionOf = new Map(fusion.map((d) => [d.node, d]));
+  const refusedNodes = new Set(fusion.filter((d) => d.refused).map((d) => d.node));
+  // an AIR node clicked in a kernel listing: show it in the scheduled graph (kernel frames, fusion log),
+  // else in the last graph pass before lowering
+  const graphPassFor = () => {
+    if (scheduleAt >= 0) return scheduleAt;
+    const firstKir = data.passes.findIndex((p) => p.kir);
+    return Math.max(0, firstKir - 1);
+  };
+  const kview = makeKernelView({
+    data,
+    model,
+    graphEl,
+    detailEl,
+    nodeToC,
+    fmtTime,
+    scrollWithin,
+    gotoC,
+    showNode: (id) => {
+      model.set("rewrite_index", -1);
+      model.set("pass_index", graphPassFor());
+      model.save_changes();
+      gotoNode(id);
+    },
+  });
 
   // ---- profile pane
   function buildProfile() {
@@ -1073,7 +1150,13 @@ function render({ model, el }) {
   });
   const rerender = () => renderGraph();
   for (const t of ["pass_index", "rewrite_index", "view", "hide_unchanged", "collapse_kernels", "focus_hops", "node_cap"]) model.on(`change:${t}`, rerender);
+  const onKernel = () => {
+    if (data.passes[model.get("pass_index")].kir) renderGraph();
+  };
+  model.on("change:kernel", onKernel);
+  model.on("change:kernel_line", onKernel);
   const onSelect = () => {
+    if (data.passes[model.get("pass_index")].kir) return;
     if (model.get("focus_hops") > 0) renderGraph();
     else {
       markSelection();
@@ -1092,6 +1175,8 @@ function render({ model, el }) {
     stopPlay();
     for (const t of ["pass_index", "rewrite_index", "view", "hide_unchanged", "collapse_kernels", "focus_hops", "node_cap"]) model.off(`change:${t}`, rerender);
     model.off("change:selected_node", onSelect);
+    model.off("change:kernel", onKernel);
+    model.off("change:kernel_line", onKernel);
   };
 }
 

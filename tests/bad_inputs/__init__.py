@@ -5,7 +5,7 @@ error type, words the message must contain)``: the callable must raise that erro
 never crash the process and never return. Areas: ``runtime`` (compiled entry checks, safety levels),
 ``caches`` (compile and weight caches), ``loaders`` (safetensors, GGUF, vocabularies, both the Python
 and the exported C loader), ``workflow`` (actions, the exported CLI and C API, the ``%%caten`` magic),
-``frontend`` (tensor ops).
+``frontend`` (tensor ops), ``trace`` (codegen passes read back from a trace, the Inspector's kernel view).
 """
 
 from __future__ import annotations

@@ -8,15 +8,21 @@ import pytest
 
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
-from caten_lab.codegen.parallel import if_clause
+from caten_lab.codegen.kir import Alu, Const, Decl, For, Var
+from caten_lab.codegen.kir_walk import exprs_of, walk
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.compiler import lower_to_c
 from caten_lab.config import from_env, settings
 from caten_lab.models.quantize import apply_weight_format
 from caten_lab.nn.gpt2 import GPT2, GPT2Config
-from caten_lab.runtime.parallel_build import LINKAGE_MACRO
 
-KERNEL_START = f"\n{LINKAGE_MACRO} "  # how render_c begins every kernel function
+
+def _loops(body: tuple):  # noqa: ANN202
+    return [s for s in walk(body) if isinstance(s, For)]
+
+
+def _exprs(body: tuple):  # noqa: ANN202
+    return [e for s in walk(body) for e in exprs_of(s)]
 
 
 def _decoder(fmt: str = "fp32", vocab: int = 211):
@@ -49,30 +55,46 @@ def test_gpt2_decoder_c_equals_interpreter_prefill_and_decode(fmt):
 
 def test_matvec_operands_are_hoisted_and_lm_head_runs_in_parallel():
     graph, _, _ = _decoder(vocab=1500)  # enough work for two threads
-    src = lower_to_c(graph, threads=2).ctx.artifacts["c_source"]
-    at = src.index("< 1500;")  # the vocabulary loop of the last LayerNorm + lm_head kernel
-    lm_head = src[src.rindex(KERNEL_START, 0, at):src.index("\n}\n", at)]
+    prog = lower_to_c(graph, threads=2).ctx.artifacts["kernel_ir"]
+    # the last LayerNorm + lm_head kernel: its vocabulary loop is a top-level loop
+    (fn,) = [f for f in prog.functions if any(isinstance(s, For) and s.stop == Const(1500, DType.int64)
+                                               for s in f.body)]
+    at = next(i for i, s in enumerate(fn.body) if isinstance(s, For) and s.stop == Const(1500, DType.int64))
+    vocab = fn.body[at]
     # the LayerNorm of the last row is computed once into a local array, outside the vocabulary loop
-    assert "float h" in lm_head and "[48];" in lm_head
-    loop = lm_head.index("< 1500;")
-    assert lm_head.rindex("#pragma omp parallel for", 0, loop) > lm_head.rindex("float h", 0, loop)
-    inner = lm_head[loop:]
-    assert "sqrtf" not in inner and "cl_floormod" not in inner  # nothing but the dot product per row
+    hoisted = [s for s in fn.body[:at] if isinstance(s, For) and s.role == "hoist"]
+    arrays = [s for s in fn.body[:at] if isinstance(s, Decl) and s.size == Const(48, DType.int64)]
+    assert hoisted and arrays
+    assert vocab.parallel is not None  # the vocabulary loop runs in parallel, the hoisted loop before it serially
+    ops = {e.op for e in _exprs(vocab.body) if isinstance(e, Alu)}
+    assert not ops & {"sqrt", "floormod", "floordiv", "div"}  # nothing but the dot product per row
     # GELU is evaluated once per hidden unit, not once per (hidden unit, output) pair
-    gelu_in_reduction = 0
-    for fn in src.split(KERNEL_START)[1:]:
-        at = 0
-        while (at := fn.find("reduction(+:", at) + 1) > 0:
-            gelu_in_reduction += "0.044715f" in fn[at:fn.find("}", at)]
-    assert "0.044715f" in src and gelu_in_reduction == 0
+    gelu = Const(0.044715, DType.float32)
+    in_reduction = [s for f in prog.functions for s in _loops(f.body) if s.reduction and gelu in _exprs(s.body)]
+    assert any(gelu in _exprs(f.body) for f in prog.functions) and not in_reduction
 
 
-def _parallel_conditions(src: str, marker: str) -> list[str]:
-    """The ``if(...)`` conditions of the parallel loops in the kernels whose body contains ``marker``."""
+_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+        "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b, "land": lambda a, b: a and b}
+
+
+def _value(e, env: dict) -> int:  # noqa: ANN001
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return env[e.name]
+    assert isinstance(e, Alu) and e.op in _OPS, e
+    return _OPS[e.op](*(_value(a, env) for a in e.args))
+
+
+def _parallel_conditions(prog, op: str) -> list:  # noqa: ANN001
+    """The conditions of the parallel loops (and of the ifs choosing them) in kernels computing ``op``."""
     conds = []
-    for fn in src.split(KERNEL_START)[1:]:
-        if marker in fn:
-            conds += [if_clause(line.strip()) or "1" for line in fn.split("\n") if "omp parallel for" in line]
+    for f in prog.functions:
+        if any(isinstance(e, Alu) and e.op == op for e in _exprs(f.body)):
+            for s in walk(f.body):
+                if isinstance(s, For) and s.parallel is not None:
+                    conds.append(s.parallel.cond if s.parallel.cond is not None else Const(True, DType.bool))
     return conds
 
 
@@ -82,16 +104,11 @@ def test_decode_attention_stays_serial_while_its_work_is_small():
     (it cost 12 thread wake-ups per step, 1 ms at 2 threads against 0.07 ms serial), and a long
     prefill still runs in parallel."""
     graph, _, _ = _decoder()
-    src = lower_to_c(graph, threads=2).ctx.artifacts["c_source"]
-    conds = _parallel_conditions(src, "exp2f(")
+    prog = lower_to_c(graph, threads=2).ctx.artifacts["kernel_ir"]
+    conds = _parallel_conditions(prog, "exp2")
     assert conds, "the attention kernel should still be parallel for big sizes"
-
-    def active(cond: str, pos: int, seq: int) -> bool:
-        expr = cond.replace("&&", " and ").replace("||", " or ").replace("S_pos", str(pos)).replace("S_seq", str(seq))
-        return bool(eval(expr, {}))  # integer arithmetic and comparisons only
-
-    assert not any(active(c, pos=8, seq=1) for c in conds), conds
-    assert any(active(c, pos=0, seq=512) for c in conds), conds
+    assert not any(_value(c, {"S_pos": 8, "S_seq": 1}) for c in conds), conds
+    assert any(_value(c, {"S_pos": 0, "S_seq": 512}) for c in conds), conds
 
 
 def test_float16_loads_are_exact_for_every_bit_pattern():

@@ -48,28 +48,47 @@ def test_key_depends_on_options_and_compiler_code():
     assert len(artifact_cache.compiler_fingerprint()) == 32
 
 
-def test_a_changed_tuning_constant_is_a_different_cache_entry(tmp_path, monkeypatch):
-    """Tests and benchmarks set module knobs at run time: a program built under one setting must
-    never be handed to a caller running under another (disk cache and in-memory cache alike)."""
-    from caten_lab.codegen import lanes
-    from caten_lab.compiler import run
+def test_the_key_holds_the_pipeline_options_and_another_option_is_another_program(tmp_path):
+    """Options are arguments of the pipeline's passes: they are part of the cache key (no reflection
+    over module constants), and a pipeline built with other options never gets the cached program."""
+    from caten_lab.codegen.passes import ParallelLoops, pipeline_options
+    from caten_lab.compiler import default_pipeline
 
-    g = Graph()
-    x = g.insert("allocate", [], shape=(3, 64), dtype="float32", name="x")
+    pm = default_pipeline()
+    opts = pipeline_options(pm.passes)
+    assert ("parallel", (("parallel_work", 1 << 15),)) in opts
+    assert ("lower", (("vector_tile", 64),)) in opts and ("hoist", (("hoist_max", 16384),)) in opts
+    pm.replace("parallel", ParallelLoops(parallel_work=1 << 20))
+    assert pipeline_options(pm.passes) != opts
+    assert artifact_cache.artifact_key("h", passes=opts) != artifact_cache.artifact_key("h", passes=pipeline_options(pm.passes))
+
+    g = Graph()  # a matvec whose operand (exp2 of x) is hoisted out of the output loop by default
+    x = g.insert("allocate", [], shape=(1, 64), dtype="float32", name="x")
     w = g.insert("allocate", [], shape=(5, 64), dtype="float32", name="w")
-    a3 = g.insert("view", [x], shape=(3, 5, 64), strides=(64, 0, 1))
-    b3 = g.insert("view", [w], shape=(3, 5, 64), strides=(0, 64, 1))
+    a3 = g.insert("view", [g.insert("exp2", [x])], shape=(1, 5, 64), strides=(64, 0, 1))
+    b3 = g.insert("view", [w], shape=(1, 5, 64), strides=(0, 64, 1))
     g.mark_output(g.insert("reduce", [g.insert("mul", [a3, b3])], op="add", axes=(2,)))
     rng = np.random.default_rng(0)
-    inputs = {"x": rng.standard_normal((3, 64)).astype(np.float32), "w": rng.standard_normal((5, 64)).astype(np.float32)}
+    inputs = {"x": rng.standard_normal((1, 64)).astype(np.float32), "w": rng.standard_normal((5, 64)).astype(np.float32)}
+    want = np.exp2(inputs["x"]) @ inputs["w"].T
     with settings(cache_dir=tmp_path):
-        split = compile(g).c_source
-        run(g, inputs)
-        monkeypatch.setattr(lanes, "ENABLED", False)
-        plain = compile(g)
-        assert plain.c_source != split  # not the cached program built with the lanes split
-        assert len(list(tmp_path.glob("artifacts_*.json"))) == 2
-        np.testing.assert_allclose(run(g, inputs)[0][..., 0], inputs["x"] @ inputs["w"].T, rtol=1e-5, atol=1e-5)
+        hoisted = compile(g)
+        plain_pm = default_pipeline()
+        plain_pm.remove("hoist")
+        plain = compile(g, pipeline=plain_pm)
+    roles = [{s.role for f in p.kernel_ir.functions for s in _loops(f.body)} for p in (hoisted, plain)]
+    assert "hoist" in roles[0] and "hoist" not in roles[1]
+    for p in (hoisted, plain):
+        np.testing.assert_allclose(p(inputs)[0][..., 0], want, rtol=1e-5, atol=1e-5)
+
+
+def _loops(body):
+    from caten_lab.codegen.kir import For
+
+    for s in body:
+        if isinstance(s, For):
+            yield s
+            yield from _loops(s.body)
 
 
 def test_the_renderers_units_round_trip_through_the_cache():

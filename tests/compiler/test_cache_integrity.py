@@ -21,7 +21,7 @@ import pytest
 from compiler_progs import row_max_graph
 
 from caten_lab.air import Graph
-from caten_lab.codegen.render_c import render_c
+from caten_lab.codegen.render import render_program
 from caten_lab.compiler import clear_cache, compile
 from caten_lab.config import settings
 from caten_lab.errors import CatenError
@@ -244,8 +244,9 @@ def test_a_program_loaded_from_the_cache_is_the_program_compiled_afresh(tmp_path
     assert warm.schedule.summary() == cold.schedule.summary()
     assert warm.schedule.to_json() == cold.schedule.to_json()  # kernel graphs included
     assert warm.memory_plan == cold.memory_plan
-    assert warm.loop_ir == cold.loop_ir and warm.loop_ir.text() == cold.loop_ir.text()
-    assert render_c(warm.loop_ir, warm.artifacts["kernel_nodes"]).source == cold.c_source
+    assert warm.kernel_ir == cold.kernel_ir and warm.kernel_ir.text() == cold.kernel_ir.text()
+    assert [f.origin for f in warm.kernel_ir.functions] == [f.origin for f in cold.kernel_ir.functions]
+    assert render_program(warm.kernel_ir).source == cold.c_source
     assert set(warm.artifacts) == set(cold.artifacts)
     for name, value in cold.artifacts.items():
         if name not in ("schedule",):  # kernels hold graphs (compared through to_json above)

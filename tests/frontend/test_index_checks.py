@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from caten_lab.codegen.loopir import Assign, For, If
+from caten_lab.codegen.kir import Call, For, If, Load
+from caten_lab.codegen.kir_walk import exprs_of
 from caten_lab.compiler import compile
 from caten_lab.config import settings
 from caten_lab.errors import RuntimeCheckError
@@ -82,17 +83,30 @@ def test_embedding_id_out_of_range_raises(backend: str, bad: int) -> None:
           torch.nn.functional.embedding(torch.from_numpy(ok), tt(W)))
 
 
-def _loops_around(stmts: list, want: str, depth: tuple = ()) -> list[tuple]:
-    """For every Assign whose expression contains ``want``: the roles of the For loops around it."""
+def _loops_around(stmts: tuple, want, depth: tuple = ()) -> list[tuple]:  # noqa: ANN001
+    """For every statement with an expression ``want(e)`` holds for: the roles of the For loops around it."""
     found = []
     for s in stmts:
-        if isinstance(s, Assign) and want in s.expr:
+        if not isinstance(s, For | If) and any(want(e) for e in exprs_of(s)):
             found.append(depth)
         elif isinstance(s, For):
             found += _loops_around(s.body, want, (*depth, s.role))
         elif isinstance(s, If):
             found += _loops_around(s.then, want, depth) + _loops_around(s.orelse, want, depth)
     return found
+
+
+def _exprs(body: tuple):  # noqa: ANN202
+    for s in body:
+        if isinstance(s, For):
+            yield from exprs_of(s)
+            yield from _exprs(s.body)
+        elif isinstance(s, If):
+            yield from exprs_of(s)
+            yield from _exprs(s.then)
+            yield from _exprs(s.orelse)
+        else:
+            yield from exprs_of(s)
 
 
 def test_the_c_check_is_one_compare_per_looked_up_row() -> None:
@@ -103,13 +117,14 @@ def test_the_c_check_is_one_compare_per_looked_up_row() -> None:
     g, arrays = build_graph([F.embedding(ids, table)])
     prog = compile(g, backend="c", safety=1)
     np.testing.assert_array_equal(prog(arrays)[0], arrays["wte"][[3, 1, 4, 1]])
-    (fn,) = [f for f in prog.loop_ir.functions if f.checks]
-    checks = _loops_around(fn.body, "cl_index_ck(")
+    (fn,) = [f for f in prog.kernel_ir.functions if f.get("checks")]
+    checks = _loops_around(fn.body, lambda e: isinstance(e, Call) and e.fn == "cl_index_ck")
     table_param = next(p.name for p in fn.params if p.buffer == "wte")
-    reads = _loops_around(fn.body, f"{table_param}[")
+    reads = _loops_around(fn.body, lambda e: isinstance(e, Load) and e.buf == table_param)
     assert len(checks) == 1 and len(reads) == 1
     assert len(checks[0]) == 1 and len(reads[0]) == 2  # the row loop; the row loop, then the element loop
-    assert "cl_index_ck(" not in compile(g, backend="c", safety=0).c_source.split("cl_index_ck(int64_t i")[1]
+    unchecked = compile(g, backend="c", safety=0).kernel_ir
+    assert not [e for f in unchecked.functions for e in _exprs(f.body) if isinstance(e, Call)]
 
 
 def test_empty_lookups_are_not_out_of_range(backend: str) -> None:

@@ -3,7 +3,10 @@ and a compiled-program stand-in carrying a schedule, C source and source map wit
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -119,3 +122,17 @@ def program(traced):
 @pytest.fixture
 def inputs():
     return {"a": np.arange(16, dtype=np.float32).reshape(4, 4) / 8}
+
+
+def _load_kernel_passes():
+    """tests/passes/kernel_passes.py (the toy codegen pipeline), shared with the trace tests."""
+    name = "kernel_passes"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "passes" / "kernel_passes.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+kernel_passes = _load_kernel_passes()

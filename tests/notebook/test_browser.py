@@ -58,6 +58,30 @@ big(Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name="tokens"), 
 """
 
 
+# the codegen passes of a GPT-2 block over the kernel IR. Until the compiler's own lowering emits the
+# kernel IR, the toy lowering and rule passes of tests/passes/kernel_passes.py are appended to the
+# default pipeline (they leave the real program and its C alone); once it does, the toy lowering keeps
+# the compiler's kernel program, its rule passes touch only toy functions, and the Inspector steps
+# through the compiler's own codegen passes.
+CELL_KIR_PIPELINE = f"""import sys
+sys.path.insert(0, {str(REPO / "tests" / "passes")!r})
+from kernel_passes import toy_codegen_passes
+from caten_lab.compiler import default_pipeline
+kir_pipeline = default_pipeline()
+for p in toy_codegen_passes():
+    kir_pipeline.append(p)
+"""
+
+CELL_KIR = """%%caten --pipeline kir_pipeline
+# a GPT-2 block: step through its codegen passes, kernel by kernel, rewrite by rewrite
+import numpy as np
+from caten_lab.frontend import Tensor
+from caten_lab.nn.gpt2 import GPT2, GPT2Config
+block = GPT2(GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=1, n_head=2))
+block(Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name="tokens"), 0)
+"""
+
+
 def _notebook(path: Path) -> None:
     nb = nbformat.v4.new_notebook()
     nb.cells = [
@@ -65,6 +89,8 @@ def _notebook(path: Path) -> None:
         nbformat.v4.new_code_cell(CELL_MODEL),
         nbformat.v4.new_code_cell(CELL_RUNNER),
         nbformat.v4.new_code_cell(CELL_BIG),
+        nbformat.v4.new_code_cell(CELL_KIR_PIPELINE),
+        nbformat.v4.new_code_cell(CELL_KIR),
     ]
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -87,15 +113,107 @@ def _render_ms(page) -> float:
     return float(page.evaluate("() => document.querySelector('.caten-inspector').dataset.renderMs"))
 
 
-def _wait_ready(page, pass_index=None, rewrite=None, timeout=60_000):
+def _wait_ready(page, pass_index=None, rewrite=None, timeout=60_000, nth=0):
     cond = "el && el.dataset.state === 'ready'"
     if pass_index is not None:
         cond += f" && el.dataset.pass === '{pass_index}'"
     if rewrite is not None:
         cond += f" && el.dataset.rewrite === '{rewrite}'"
     page.wait_for_function(
-        f"() => {{ const el = document.querySelector('.caten-inspector'); return {cond}; }}", timeout=timeout
+        f"() => {{ const el = document.querySelectorAll('.caten-inspector')[{nth}]; return {cond}; }}",
+        timeout=timeout,
     )
+
+
+def _highlight_visible(page, nth: int) -> bool:
+    """The first highlighted line of every kernel-IR listing is inside its scrolled box."""
+    return page.evaluate(f"""() => {{
+        const el = document.querySelectorAll('.caten-inspector')[{nth}];
+        const boxes = [...el.querySelectorAll('.ci-kir-listing')];
+        return boxes.length > 0 && boxes.every(b => {{
+            const row = b.querySelector('.ci-kir-add, .ci-kir-del');
+            if (!row) return true;
+            const r = row.getBoundingClientRect(), o = b.getBoundingClientRect();
+            return r.top >= o.top - 1 && r.bottom <= o.bottom + 1;
+        }}) && !!el.querySelector('.ci-kir-add, .ci-kir-del');
+    }}""")
+
+
+def _step_codegen_passes(page, assets: Path, step_ms: list[float]) -> dict:
+    """Step through every codegen pass of the GPT-2 block (inspector 2) and every kernel-IR rewrite of
+    each (up to 15), checking the kernel list, the highlighted and scrolled-to lines, and the links
+    statement -> AIR node -> graph -> kernel IR and statement -> C lines."""
+    nth = 2
+    kv = page.locator(".caten-inspector").nth(nth)
+    kv.scroll_into_view_if_needed()
+    _wait_ready(page, timeout=180_000, nth=nth)
+    n_passes = int(kv.locator(".ci-pass-slider").get_attribute("max")) + 1
+    kv.locator(".ci-first").click()
+    _wait_ready(page, pass_index=0, nth=nth)
+    mode = lambda: page.evaluate(f"() => document.querySelectorAll('.caten-inspector')[{nth}].dataset.mode")  # noqa: E731
+    kernel_passes, stepped, changed_passes, with_steps = [], 0, 0, []
+    for i in range(n_passes):
+        if i:
+            kv.locator(".ci-next").click()
+            _wait_ready(page, pass_index=i, nth=nth)
+        if mode() != "kernel":
+            continue
+        kernel_passes.append(i)
+        n_kernels = kv.locator(".ci-kir-k").count()
+        assert n_kernels >= 2, f"pass {i}: a GPT-2 block has more than one kernel"
+        n_rw = int(kv.locator(".ci-rw-slider").get_attribute("max"))
+        if n_rw == 0:
+            continue
+        changed_passes += 1
+        with_steps.append(i)
+        kv.locator(".ci-view").select_option("side")
+        _wait_ready(page, pass_index=i, nth=nth)
+        for k in range(1, min(n_rw, 15) + 1):
+            t0 = time.perf_counter()
+            kv.locator(".ci-rw-next").click()
+            _wait_ready(page, pass_index=i, rewrite=k, nth=nth)
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+            assert _highlight_visible(page, nth), f"pass {i} rewrite {k}: changed lines highlighted and in view"
+            stepped += 1
+        if changed_passes == 2:
+            kv.scroll_into_view_if_needed()
+            kv.screenshot(path=str(assets / "inspector_kir.png"))
+    assert len(kernel_passes) >= 4 and changed_passes >= 3, (kernel_passes, changed_passes)
+
+    # a changed statement: its AIR nodes and its C lines; the node in the graph; back to the kernel IR
+    last = kernel_passes[-1]
+    kv.locator(f".ci-pass[data-index='{with_steps[0]}']").click()
+    _wait_ready(page, pass_index=with_steps[0], nth=nth)
+    kv.locator(".ci-rw-next").click()
+    _wait_ready(page, pass_index=with_steps[0], rewrite=1, nth=nth)
+    kv.locator(".ci-kir-row.ci-kir-add, .ci-kir-row.ci-kir-del").first.click()
+    kv.locator(".ci-kir-stmt").wait_for(timeout=10_000)
+    details = kv.locator(".ci-details").inner_text()
+    assert "AIR nodes" in details and "C lines" in details
+    kv.locator(".ci-kir-goto-c").first.click()
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.caten-inspector')[{nth}].querySelectorAll('.ci-c-row.ci-c-hit').length > 0",
+        timeout=10_000,
+    )
+    kv.locator(".ci-tab[data-pane='graph']").click()
+    kv.locator(".ci-kir-node").first.click()
+    page.wait_for_function(
+        f"() => {{ const el = document.querySelectorAll('.caten-inspector')[{nth}]; return el.dataset.mode === 'graph' "
+        "&& el.dataset.state === 'ready' && el.querySelector('.ci-node-table'); }",
+        timeout=120_000,
+    )
+    assert kv.locator(".ci-goto-kir").count() >= 1, "a node's details link to its kernel-IR statements"
+    assert "fusion" in kv.locator(".ci-node-table").inner_text()  # the scheduler's decision for the node
+    assert kv.locator(".ci-fusion").inner_text().startswith("fusion: ")  # the schedule's fusion log
+    kv.locator(".ci-goto-kir").first.click()
+    _wait_ready(page, nth=nth)
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.caten-inspector')[{nth}].querySelector('.ci-kir-row.ci-kir-sel')",
+        timeout=10_000,
+    )
+    assert mode() == "kernel" and int(page.evaluate(
+        f"() => document.querySelectorAll('.caten-inspector')[{nth}].dataset.pass")) <= last
+    return {"kernel_passes": len(kernel_passes), "rewrites_stepped": stepped}
 
 
 def test_inspector_in_jupyterlab(tmp_path):
@@ -300,6 +418,8 @@ def test_inspector_in_jupyterlab(tmp_path):
         big_step_ms = float(
             page.evaluate("() => document.querySelectorAll('.caten-inspector')[1].dataset.renderMs")
         )
+        kir_ms: list[float] = []
+        kir = _step_codegen_passes(page, assets, kir_ms)
         browser.close()
     print(
         f"\nper-step time over {len(step_ms)} steps ({n_passes} passes + {min(n_rw, 40)} rewrites), one-layer GPT-2: "
@@ -309,6 +429,11 @@ def test_inspector_in_jupyterlab(tmp_path):
     print(
         f"{BIG_LAYERS}-layer GPT-2: {big_nodes} nodes over the cap; collapsed to {big_boxes} boxes/nodes in {collapsed_ms:.0f} ms "
         f"(click-to-drawn), next pass in {big_step_ms:.0f} ms (in-page)"
+    )
+    print(
+        f"GPT-2 block codegen passes: {kir['kernel_passes']} passes with a kernel program, "
+        f"{kir['rewrites_stepped']} kernel-IR rewrites stepped; click-to-drawn median "
+        f"{statistics.median(kir_ms):.0f} ms / max {max(kir_ms):.0f} ms"
     )
     assert big_boxes < big_nodes
     assert not errors, errors

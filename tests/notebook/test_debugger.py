@@ -11,7 +11,7 @@ from caten_lab.notebook.bisect import bisect_miscompile
 from caten_lab.notebook.debugger import InvariantError, PassDebugger
 from caten_lab.passes import FunctionPass, RewritePass
 
-from .conftest import pipeline, small_graph
+from .conftest import kernel_passes, pipeline, small_graph
 
 
 def _ref(g, inputs):
@@ -146,3 +146,41 @@ def test_debugger_over_the_compilers_default_pipeline():
     assert [r.name for r in dbg.records] == default_pipeline().names()
     assert "int" in dbg.ctx.artifacts["c_source"] and dbg.ctx.artifacts["schedule"].kernels
     assert dbg.view().pass_names == dbg.names
+
+
+def test_bisect_blames_a_codegen_pass_that_breaks_the_graph_without_stepping_its_kernel_rewrites(inputs):
+    """A pass that records kernel-IR rewrites and also (wrongly) edits the graph: the bisector names the
+    pass; it does not try to replay the kernel-IR rewrites on the graph."""
+    kp = kernel_passes
+    unroll = kp.rule_pass("unroll", [("unroll_small", kp.unroll_rule)])
+
+    def bad_codegen(graph, ctx):  # noqa: ANN001, ANN202
+        unroll.run(graph, ctx)
+        for n in graph.nodes:
+            if n.op == "exp2":
+                graph.replace_uses(n.out, n.reads[0])  # drops the exp2: a wrong answer
+                break
+
+    pm = pipeline()
+    for p in kp.codegen_passes()[:2]:  # schedule, lower
+        pm.append(p)
+    pm.append(FunctionPass("bad_codegen", "unrolls, and breaks the graph", bad_codegen))
+    res = bisect_miscompile(small_graph(), inputs, pipeline=pm, run_program=False)
+    assert not res.ok and res.stage == "pass" and res.pass_name == "bad_codegen"
+    assert res.rewrite_index is None and res.max_abs_err > 0
+    assert res.trace["bad_codegen"].kernel_rewrites and not res.trace["bad_codegen"].graph_rewrites
+
+
+def test_debugger_steps_over_codegen_passes_and_records_their_kernel_programs():
+    kp = kernel_passes
+    pm = pipeline()
+    for p in kp.codegen_passes():
+        pm.append(p)
+    dbg = PassDebugger(small_graph(), pm)
+    dbg.run_to("unroll")
+    rec = dbg.records[-1]
+    assert rec.name == "unroll" and rec.kernel_rewrites and rec.changed  # finished in one step
+    assert rec.kernel_before is dbg.records[-2].kernel_after and rec.kernel_after is dbg.ctx.artifacts["kernel_ir"]
+    assert "unroll(" in rec.kernel_after.text() and "unroll(" not in rec.kernel_before.text()
+    dbg.run_all()
+    assert not dbg.records[-2].changed and dbg.records[-2].name == "memory_plan"

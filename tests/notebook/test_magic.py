@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
@@ -10,6 +12,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from caten_lab.errors import CompileError
 from caten_lab.notebook import compile_bridge
 from caten_lab.notebook.magic import CatenCellError
+
+from .conftest import kernel_passes
 
 MODEL = """
 import numpy as np
@@ -220,3 +224,35 @@ def test_numpy_backend_runs_without_passes(ip):
     res = ip.user_ns["_caten"]
     np.testing.assert_allclose(res.outputs[0], expected(), rtol=1e-5, atol=1e-6)
     assert res.trace.records == [] and res.inspector.pass_names == []
+
+
+def test_profile_times_kernels_for_the_kernel_lists_of_codegen_passes(ip):
+    """--profile: Program.profile's rows reach the kernel list of every codegen pass (time per call)."""
+    pm = compile_bridge.default_pipeline()
+    for p in kernel_passes.toy_codegen_passes():
+        pm.append(p)
+    ip.user_ns["kir_pm"] = pm
+    r = run(ip, "--profile --force --pipeline kir_pm", MODEL + "y")
+    assert r.error_in_exec is None, r.error_in_exec
+    res = ip.user_ns["_caten"]
+    np.testing.assert_allclose(res.outputs[0], expected(), rtol=1e-5, atol=1e-6)
+    kernels = [k.name for k in res.program.schedule.kernels]
+    assert sorted(row["kernel"] for row in res.profile) == sorted(kernels)
+    assert all(row["seconds"] >= 0 and row["calls"] == 1 for row in res.profile)
+    data = json.loads(res.inspector.data_json)
+    last = [p for p in data["passes"] if p["kir"]][-1]["kir"]
+    assert last["profiled"]
+    for f in last["functions"]:  # a function's rows: the kernels it implements (or its name)
+        rows = [r for r in res.profile if r["kernel"] in f["kernels"]] or [
+            r for r in res.profile if r["function"] == f["name"]]
+        assert rows and f["calls"] == len(rows) and f["seconds"] == pytest.approx(sum(r["seconds"] for r in rows))
+    # without --profile the kernel lists carry no times
+    run(ip, "--force --pipeline kir_pm", MODEL + "y")
+    data = json.loads(ip.user_ns["_caten"].inspector.data_json)
+    assert not [p for p in data["passes"] if p["kir"]][-1]["kir"]["profiled"]
+
+
+def test_profile_needs_a_compiled_run(ip):
+    r = run(ip, "--profile --no-run", MODEL + "y")
+    assert isinstance(r.error_in_exec, UsageError)
+    assert str(r.error_in_exec).startswith("--profile times the compiled kernels: it needs the C backend and a run")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import shutil
+from html import escape as html_escape
 
 import pytest
 
 import caten_lab
+from caten_lab.frontend import build_graph, placeholder
 from caten_lab.notebook import static_html
 from caten_lab.notebook.static_html import show
+
+from .conftest import kernel_passes
 
 
 def test_report_with_svg_when_dot_exists(program):
@@ -66,3 +70,18 @@ def test_report_graph_selection(program):
     assert "data:image/png" not in none
     with pytest.raises(caten_lab.CatenError, match="graphs="):
         show(program, graphs="some")
+
+
+def test_static_report_lists_the_kernel_ir_of_codegen_passes():
+    """Without widgets, a codegen pass that changed the kernel program shows its changed functions."""
+    x = placeholder((4, 8), name="x")
+    g, _ = build_graph([(x * 2.0).exp(), x.max(-1)])
+    tr = kernel_passes.kernel_pipeline().run(g, trace=True).trace
+    page = show(tr, svg=False).html
+    unroll = page.split(". unroll</code>")[1].split("</details>")[0]
+    assert "kernel IR: 2 of 2 functions changed, 3 kernel-IR rewrites" in unroll  # k0 split in two halves
+    assert html_escape(tr.program_at("unroll").text(tr.program_at("unroll").functions[0].name)) in unroll
+    mem = page.split(". memory_plan</code>")[1].split("</details>")[0]
+    assert "kernel IR:" not in mem and "no change" in mem
+    sched = page.split(". schedule</code>")[1].split("</details>")[0]
+    assert "2 kernel roots, " in sched and "a graph output" in sched  # the fusion log

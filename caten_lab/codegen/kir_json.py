@@ -1,0 +1,69 @@
+"""Kernel-IR programs as plain JSON data (the artifact cache's format) and back.
+
+Every node is a frozen dataclass of :mod:`caten_lab.codegen.kir`; it is written as
+``{"k": class name, field: value, ...}`` with tuples as lists, dtypes as ``{"d": name}``, floats as
+``{"f": repr}`` (NaN and infinities included) and empty origins left out. :func:`program_from_json`
+rebuilds a program equal (``==``, origins included) to the one written. Unknown node kinds raise
+ValueError (the cache then discards the entry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from caten_lab.air.dtypes import DType
+from caten_lab.codegen import kir
+
+NODES: dict[str, type] = {c.__name__: c for c in (
+    kir.Origin, kir.Const, kir.Var, kir.Check, kir.Load, kir.Alu, kir.Cast, kir.Call, kir.Addr, kir.Decl, kir.Assign,
+    kir.Store, kir.Parallel, kir.For, kir.If, kir.While, kir.Break, kir.Continue, kir.Return, kir.Eval, kir.Label,
+    kir.Goto, kir.Comment, kir.Param, kir.Function, kir.KernelCall, kir.Program)}
+
+
+def to_data(x: Any) -> Any:
+    if x is None or isinstance(x, bool | int | str):
+        return x
+    if isinstance(x, float):
+        return {"f": repr(x)}
+    if isinstance(x, DType):
+        return {"d": x.value}
+    if isinstance(x, tuple | list):
+        return [to_data(v) for v in x]
+    if is_dataclass(x) and type(x).__name__ in NODES:
+        out: dict[str, Any] = {"k": type(x).__name__}
+        for f in fields(x):
+            v = getattr(x, f.name)
+            if f.name == "origin" and not v:
+                continue
+            out[f.name] = to_data(v)
+        return out
+    raise TypeError(f"kernel IR: cannot encode {type(x).__name__} as JSON")
+
+
+def from_data(d: Any) -> Any:
+    if d is None or isinstance(d, bool | int | str):
+        return d
+    if isinstance(d, list):
+        return tuple(from_data(v) for v in d)
+    if isinstance(d, dict):
+        if "f" in d and len(d) == 1:
+            return float(d["f"])
+        if "d" in d and len(d) == 1:
+            return DType(d["d"])
+        cls = NODES.get(d.get("k", ""))
+        if cls is None:
+            raise ValueError(f"kernel IR: unknown node kind {d.get('k')!r}")
+        return cls(**{k: from_data(v) for k, v in d.items() if k != "k"})
+    raise ValueError(f"kernel IR: cannot decode {type(d).__name__}")
+
+
+def program_to_json(p: kir.Program) -> dict:
+    return to_data(p)
+
+
+def program_from_json(d: dict) -> kir.Program:
+    p = from_data(d)
+    if not isinstance(p, kir.Program):
+        raise ValueError("kernel IR: not a program")
+    return p
