@@ -57,9 +57,7 @@ DYNAMIC_IMPORTERS = {
 KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_LAYER_VIOLATIONS: set[tuple[str, str]] = set()
 KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
-KNOWN_GENERATED_C_REGEX: set[str] = {
-    "caten_lab.workflow.host",  # an action's C signature
-}
+KNOWN_GENERATED_C_REGEX: set[str] = set()
 
 
 @dataclass(frozen=True)

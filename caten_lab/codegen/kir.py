@@ -276,6 +276,7 @@ class Param:
     pointer: bool = True
     const: bool = False
     buffer: str | None = None  # the AIR buffer name it is bound to (tensor kernels)
+    restrict: bool = True  # no other pointer parameter aliases it (False: an action may get one array twice)
 
 
 @dataclass(frozen=True, slots=True)

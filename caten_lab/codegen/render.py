@@ -44,8 +44,8 @@ from caten_lab.codegen.kir import (
     Var,
     While,
 )
-from caten_lab.errors import CompileError
 from caten_lab.codegen.markers import KERNEL_END, LINKAGE_MACRO, kernel_begin
+from caten_lab.errors import CompileError
 
 RUNTIME_HEADERS = ("runtime.h", "int_div.h", "index_check.h")
 
@@ -298,7 +298,8 @@ def signature(f: Function) -> str:
     params = []
     for p in f.params:
         ct = p.dtype.c_name
-        params.append(f"{'const ' if p.const else ''}{ct} *restrict {p.name}" if p.pointer else f"{ct} {p.name}")
+        star = "*restrict " if p.restrict else "*"
+        params.append(f"{'const ' if p.const else ''}{ct} {star}{p.name}" if p.pointer else f"{ct} {p.name}")
     ret = "void" if f.returns is None else ctype(f.returns)
     if f.linkage == "kernel":
         # noinline: the entry calls each kernel function once per layer; inlining them all would make the

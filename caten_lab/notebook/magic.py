@@ -28,9 +28,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from caten_lab.air.graph import Graph
 from caten_lab.errors import CatenError
-from caten_lab.version import __version__
 from caten_lab.notebook import compile_bridge
 from caten_lab.notebook.summary import result_summary
+from caten_lab.version import __version__
 
 PANES = ("graph", "profile", "c", "result")
 

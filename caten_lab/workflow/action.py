@@ -17,8 +17,10 @@ import numpy as np
 
 from caten_lab.errors import CatenError, ShapeError
 from caten_lab.workflow import ir
+from caten_lab.workflow.cgen import render_c
 from caten_lab.workflow.infer import TypeInfo, infer
 from caten_lab.workflow.lower import lower_function
+from caten_lab.workflow.to_kir import lower_actions
 from caten_lab.workflow.types import ArrayType, ScalarType, boolean, f64
 
 _INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u8": (0, 255)}
@@ -28,6 +30,7 @@ class Action:
     """A function in the action subset. Call it like the original function."""
 
     _is_caten_action = True
+    host_linked = False  # host actions (workflow/host.py) set this: their C body calls host_<name>
 
     def __init__(self, fn: Callable) -> None:
         self.fn = fn
@@ -89,6 +92,8 @@ class Action:
     def compile(self, **options: Any) -> Callable[..., Any]:
         """A native (C) callable with the same signature; cached on the action."""
         if self._compiled is None or options:
+            # imported here, not for a cycle: the native backend needs cffi and a C compiler, which
+            # interpreted actions do not (tokenizers/compiled.py probes for it)
             from caten_lab.workflow.native import compile_action
 
             compiled = compile_action(self, **options)
@@ -97,10 +102,13 @@ class Action:
             self._compiled = compiled
         return self._compiled
 
+    def kernel_ir(self, safety: int = 1) -> Any:
+        """The kernel-IR program (:class:`caten_lab.codegen.kir.Program`) of this action and the actions
+        it calls; ``.text()`` prints it."""
+        return lower_actions(self, safety=safety).program
+
     def c_source(self) -> str:
         """The C code this action (and the actions it calls) compile to."""
-        from caten_lab.workflow.cgen import render_c
-
         return render_c(self).source
 
 

@@ -1,6 +1,6 @@
 """Indices proven in range at compile time, so the C renderer can drop their run-time check.
 
-At safety >= 1 every array index of a compiled action is checked (``aw_ck`` in cgen's prelude). The
+At safety >= 1 every array index of a compiled action is checked (``cl_act_ck`` in codegen/c/action.h). The
 one pattern proven here instead is the counted loop over an array's own length::
 
     for i in range(len(a)):        # or range(a.shape[k]), range(0, n) with a constant n
@@ -18,8 +18,8 @@ It is sound when (all checked on the lowered CFG, nothing is guessed):
 
 Only indices that are the plain name ``i`` inside the loop's body are proven (``a[i + 1]`` is still
 checked). A counter held in i32 would wrap past 2^31 - 1 before reaching a larger dimension, so for
-an i32 counter and a ``Dim`` stop the renderer emits one check before the loop that the stop fits
-i32 (``aw_fits_i32``): a wrapped counter would otherwise be a negative index.
+an i32 counter and a ``Dim`` stop the lowering emits one check before the loop that the stop fits
+i32 (``cl_act_fits_i32``): a wrapped counter would otherwise be a negative index.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import numpy as np
 from caten_lab.config import config
 from caten_lab.errors import CatenError, RuntimeCheckError
 from caten_lab.runtime.toolchain import build_library, toolchain
-from caten_lab.workflow.cgen import ERR_COUNTER, ERR_DIV0, ERR_INDEX, ERR_MEMORY, RenderedActions, render_c
+from caten_lab.workflow.cgen import RenderedActions, render_c
+from caten_lab.workflow.to_kir import ERR_COUNTER, ERR_DIV0, ERR_INDEX, ERR_MEMORY
 from caten_lab.workflow.types import ArrayType
 
 
@@ -39,6 +40,11 @@ class NativeAction:
     @property
     def c_source(self) -> str:
         return self.rendered.source
+
+    @property
+    def program(self) -> Any:
+        """The kernel-IR program (:class:`caten_lab.codegen.kir.Program`) the C was rendered from."""
+        return self.rendered.program
 
     def __repr__(self) -> str:
         return f"<compiled {self.action!r} from {self.path.name}>"
@@ -100,6 +106,12 @@ def compile_action(act: Any, *, safety: int | None = None, cc: str | None = None
     safety = cfg.safety if safety is None else safety
     _ = act.types  # type errors surface here, at the user's line
     rendered = render_c(act, safety=safety)
+    if rendered.externs:
+        names = ", ".join(sorted(e.removeprefix("host_") for e in rendered.externs))
+        raise CatenError(
+            f"{act.ir.name} calls host action(s) {names}, which only an exported library links",
+            hint="run it interpreted (after set_host) or export the workflow",
+        )
     tc = toolchain(cc or cfg.cc, cfg.cache_dir)
     built = build_library(rendered.source, tc, cfg.cache_dir)
     return NativeAction(act, rendered, built.path, safety, built.cc_s, built.load_path)

@@ -11,16 +11,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from caten_lab.air.dtypes import DType
+
 
 @dataclass(frozen=True, slots=True)
 class ScalarType:
-    """A scalar element type of the action language."""
+    """A scalar element type of the action language; ``dtype`` is its element type in the one dtype
+    system of the project (:class:`~caten_lab.air.dtypes.DType`), the only type the kernel IR carries."""
 
     name: str
-    c_name: str
-    np_dtype: str
+    dtype: DType
     is_float: bool
     bits: int
+
+    @property
+    def c_name(self) -> str:
+        return self.dtype.c_name
+
+    @property
+    def np_dtype(self) -> str:
+        return self.dtype.np.name
 
     def __repr__(self) -> str:
         return self.name
@@ -29,12 +39,12 @@ class ScalarType:
         return np.dtype(self.np_dtype).type(x).item()
 
 
-i32 = ScalarType("i32", "int32_t", "int32", False, 32)
-i64 = ScalarType("i64", "int64_t", "int64", False, 64)
-u8 = ScalarType("u8", "uint8_t", "uint8", False, 8)
-f32 = ScalarType("f32", "float", "float32", True, 32)
-f64 = ScalarType("f64", "double", "float64", True, 64)
-boolean = ScalarType("boolean", "_Bool", "bool", False, 1)
+i32 = ScalarType("i32", DType.int32, False, 32)
+i64 = ScalarType("i64", DType.int64, False, 64)
+u8 = ScalarType("u8", DType.uint8, False, 8)
+f32 = ScalarType("f32", DType.float32, True, 32)
+f64 = ScalarType("f64", DType.float64, True, 64)
+boolean = ScalarType("boolean", DType.bool, False, 1)
 
 SCALARS: dict[str, ScalarType] = {t.name: t for t in (i32, i64, u8, f32, f64, boolean)}
 
@@ -52,7 +62,7 @@ class ArrayType:
 
 LOCAL_MAX_BYTES = 1 << 30
 """The largest ``Local(...)`` array an action may declare (1 GiB): larger sizes are refused when the
-action is defined. Locals above 64 KiB live on the heap in compiled mode (cgen.LOCAL_STACK_LIMIT)."""
+action is defined. Locals above 64 KiB live on the heap in compiled mode (to_kir.LOCAL_STACK_LIMIT)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,8 @@ import numpy as np
 
 from bad_inputs import Case
 from caten_lab.errors import CatenError, RuntimeCheckError
-from caten_lab.workflow import Array, Local, action, f32, i32, i64, u8
+from caten_lab.workflow import Array, Local, action, f32, f64, i32, i64, u8
+from caten_lab.workflow.host import host_action
 
 MODEL = Path(__file__).resolve().parents[2] / "assets" / "tiny_gpt2"
 
@@ -79,6 +80,47 @@ def action_absurd_local_2d() -> None:
     def wide(n: i32) -> i32:
         buf = Local(f32, (1 << 15, 1 << 14))
         return i32(buf[n, n])
+
+
+@action
+def _floor_div(a: i64, b: i64) -> i64:
+    return a // b
+
+
+@action
+def _float_mod(a: f64, b: f64) -> f64:
+    return a % b
+
+
+@action
+def _true_div(a: Array[i32, ("n",)], k: i32) -> f64:
+    return a[k] / a[0]
+
+
+@host_action
+def _host_cb(x: i32) -> i32:
+    return x  # a placeholder: the export glue defines host__host_cb
+
+
+@action
+def _calls_host(x: i32) -> i32:
+    return _host_cb(x) + 1
+
+
+def action_floor_div_by_zero() -> None:
+    _floor_div.compile()(7, 0)
+
+
+def action_float_mod_by_zero() -> None:
+    _float_mod.compile()(7.5, 0.0)
+
+
+def action_int_true_div_by_zero() -> None:
+    _true_div.compile()(np.array([0, 3], np.int32), 1)
+
+
+def action_compiled_host_call() -> None:
+    _calls_host.compile()  # was: compiled with the placeholder body, a silently wrong answer
 
 
 # ---- token ids --------------------------------------------------------------------------------
@@ -283,6 +325,14 @@ CASES: list[Case] = [
      ("Local(i32, 1099511627776)", "more than the limit", "buf = Local(i32, 1 << 40)")),
     ("action: absurd 2-d Local size", action_absurd_local_2d, CatenError,
      ("2147483648 bytes", "more than the limit", "Array parameter")),
+    ("action: // by zero (compiled)", action_floor_div_by_zero, RuntimeCheckError,
+     ("division by zero", "return a // b")),
+    ("action: float % by zero (compiled)", action_float_mod_by_zero, RuntimeCheckError,
+     ("division by zero", "return a % b")),
+    ("action: int / by zero (compiled)", action_int_true_div_by_zero, RuntimeCheckError,
+     ("division by zero", "return a[k] / a[0]")),
+    ("action: compiled call of a host action", action_compiled_host_call, CatenError,
+     ("calls host action(s) _host_cb", "only an exported library links", "export the workflow")),
     ("tokens: float ids", generate_float_ids, CatenError, ("prompt: item 0 is 1.9 (float)", "not an integer")),
     ("tokens: decode float ids", decode_float_ids, CatenError, ("decode: item 0 is 1.9 (float)",)),
     ("tokens: decode id past the vocabulary", decode_id_past_vocab, CatenError,

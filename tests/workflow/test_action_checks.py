@@ -12,7 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kir_queries import calls, of_type
 
+from caten_lab.air.dtypes import DType
+from caten_lab.codegen import kir as K
 from caten_lab.config import settings
 from caten_lab.errors import CatenError, RuntimeCheckError
 from caten_lab.workflow import Array, Local, action, f32, i32, i64
@@ -26,9 +29,7 @@ def _cache(tmp_path_factory):
         yield
 
 
-def _function(source: str, name: str) -> str:
-    """The text of C function ``name`` (its definition, after the prototypes)."""
-    return source[source.rindex(f" {name}(") :]
+I64, I32 = DType.int64, DType.int32
 
 
 @action
@@ -64,8 +65,8 @@ def test_store_out_of_bounds_raises_and_writes_nothing():
 
 
 def test_safety_0_skips_the_checks_when_asked():
-    assert "aw_ck(" not in _function(pick.compile(safety=0).c_source, "caten_action_pick")
-    assert "aw_ck(" in _function(pick.compile().c_source, "caten_action_pick")
+    assert not calls(pick.compile(safety=0).program, "cl_act_ck", "caten_action_pick")
+    assert calls(pick.compile().program, "cl_act_ck", "caten_action_pick")
 
 
 @action
@@ -83,12 +84,13 @@ def sums(a: Array[f32, ("n",)], b: Array[f32, ("m", 4)]) -> f32:
 
 def test_range_loops_over_an_arrays_length_need_no_check():
     native = sums.compile()
-    src = native.c_source
-    body = _function(src, "caten_action_sums")
-    assert body.count("aw_ck(") == 1  # only a[k + 1]
-    assert "a_a[((int64_t)v_i_i32)]" in body
-    assert "a_b[(((int64_t)v_r_i32) * (int64_t)4 + ((int64_t)v_c_i32))]" in body
-    assert body.count("aw_fits_i32(") == 2  # i32 counters against len(a) and b.shape[0]
+    prog, fn = native.program, "caten_action_sums"
+    assert len(calls(prog, "cl_act_ck", fn)) == 1  # only a[k + 1]
+    loads = {(x.buf, x.index) for x in of_type(prog, K.Load, fn)}
+    assert ("a_a", K.Cast(K.Var("v_i_i32", I32), I64)) in loads  # unchecked
+    row = K.Alu("mul", (K.Cast(K.Var("v_r_i32", I32), I64), K.Const(4, I64)), I64)
+    assert ("a_b", K.Alu("add", (row, K.Cast(K.Var("v_c_i32", I32), I64)), I64)) in loads
+    assert len(calls(prog, "cl_act_fits_i32", fn)) == 2  # i32 counters against len(a) and b.shape[0]
     r = np.random.default_rng(3)
     for n in (0, 1, 2, 7):
         a = r.normal(size=n).astype(np.float32)
@@ -108,7 +110,7 @@ def test_no_proof_when_the_loop_variable_is_reassigned():
         return t
 
     native = shifted.compile()
-    assert "aw_fits_i32(" not in _function(native.c_source, "caten_action_shifted")
+    assert not calls(native.program, "cl_act_fits_i32", "caten_action_shifted")
     with pytest.raises(RuntimeCheckError, match="index 3 out of bounds for a dimension of size 3"):
         native(np.ones(3, np.int32))
 
@@ -139,8 +141,8 @@ def test_an_i64_counter_needs_no_i32_guard():
             t += a[i]
         return t
 
-    src = _function(total.compile().c_source, "caten_action_total")
-    assert "aw_fits_i32(" not in src and "aw_ck(" not in src
+    prog = total.compile().program
+    assert not calls(prog, "cl_act_fits_i32", "caten_action_total") and not calls(prog, "cl_act_ck", "caten_action_total")
     assert total.compile()(np.arange(10, dtype=np.int32)) == 45
 
 
@@ -178,7 +180,8 @@ def nested(depth: i32) -> i64:
 def test_large_local_of_a_recursive_action_is_one_buffer_per_call():
     # a shared (static / thread-local) buffer would be re-zeroed and overwritten by the inner calls
     native = nested.compile()
-    assert "aw_alloc_local(20000, sizeof(int64_t)" in native.c_source
+    allocs = calls(native.program, "cl_act_alloc_local")
+    assert [(a.args[0].value, a.args[1].value) for a in allocs] == [(20_000, 8)]
     for depth in (0, 1, 5, 30):
         want = sum(d * 1000 for d in range(depth + 1))
         assert nested(depth) == want

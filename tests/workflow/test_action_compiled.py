@@ -8,7 +8,9 @@ import os
 import numpy as np
 import pytest
 import wf_examples as ex
+from kir_queries import calls, declared, of_type
 
+from caten_lab.codegen import kir as K
 from caten_lab.config import settings
 from caten_lab.errors import CatenError, RuntimeCheckError
 from caten_lab.workflow import Array, Local, action, f32, f64, i32, i64, u8
@@ -118,7 +120,7 @@ def test_type_split_variables_and_u8_wraparound():
     with np.errstate(over="ignore"):
         interpreted = mixed(10, data)
     assert native(10, data) == interpreted == 2.5 + float((200 + 100 + 7) % 256)
-    assert "v_acc_i32" in native.c_source and "v_acc_f64" in native.c_source
+    assert {"v_acc_i32", "v_acc_f64"} <= declared(native.program, "caten_action_mixed")
 
 
 def test_recursion_with_annotation():
@@ -195,16 +197,19 @@ def test_large_local_array_does_not_use_the_stack():
         return total
 
     native = big.compile()
-    assert "aw_alloc_local(4000000, sizeof(uint8_t)" in native.c_source  # on the heap, freed on return
-    assert "_Thread_local" not in native.c_source
+    allocs = calls(native.program, "cl_act_alloc_local")  # on the heap, one buffer per call, freed on return
+    assert [(a.args[0].value, a.args[1].value) for a in allocs] == [(4_000_000, 1)]
+    assert "l_buf" in {p.name for p in native.program.function("caten_action_big__body").params}
+    assert calls(native.program, "cl_act_free", "caten_action_big__body")
+    assert "l_buf" not in declared(native.program)
     assert native(1000) == big(1000) == 1000
 
 
 def test_c_is_structured_without_gotos():
     for act in (ex.collatz, ex.for_else, ex.skip_odd, ex.swap_sort, ex.count_range, ex.gcd_sum):
-        src = act.compile().c_source
-        assert "goto" not in src, act
-        assert "for (;;" in src
+        prog = act.compile().program
+        assert not of_type(prog, K.Goto) and not of_type(prog, K.Label), act
+        assert of_type(prog, K.While), act
 
 
 def test_goto_renderer_fallback_agrees():
@@ -222,7 +227,7 @@ def test_goto_renderer_fallback_agrees():
         clone.ir = copy.copy(act.ir)
         clone.ir.structure = None
         rendered = render_c(clone)
-        assert "goto" in rendered.source
+        assert of_type(rendered.program, K.Goto) and of_type(rendered.program, K.Label)
         cfg = config()
         built = build_library(rendered.source, toolchain(cfg.cc, cfg.cache_dir), cfg.cache_dir)
         native = NativeAction(clone, rendered, built.path, 1, built.cc_s)
@@ -239,7 +244,7 @@ def test_goto_renderer_fallback_agrees():
 
 def test_tricky_control_flow_matches():
     native = ex.tricky_flow.compile()
-    assert "goto" not in native.c_source
+    assert not of_type(native.program, K.Goto)
     r = rng(7)
     for n in list(range(0, 30)) + [200, 500]:
         a = r.integers(0, 40, int(r.integers(0, 12))).astype(np.int32)
