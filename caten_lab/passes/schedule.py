@@ -594,7 +594,11 @@ def _make_kernel(g: Graph, plan: _Plan, kid: int, value_buffer: dict[str, str], 
         if buf not in inputs and not (root.op == "store" and buf == out_buf):
             inputs.append(buf)
         info = buffers[buf]
-        node = Node("allocate", (value,), [], _alloc_attrs(info.shape, info.dtype, buf), info.dtype, info.shape)
+        # the parameter node keeps the id of the node that produced the buffer's value, so what the
+        # kernel reads from it (its kernel-IR origins, the Inspector's links) names a node of the graph
+        src = g.producer_of(value)
+        node = Node("allocate", (value,), [], _alloc_attrs(info.shape, info.dtype, buf), info.dtype, info.shape,
+                    id=src.id if src is not None and not kg.has_node(src.id) else None)
         kg.add(node)
         local[value] = len(canon)
         canon.append(("param", param_index[buf], info.shape, info.dtype.value))

@@ -58,18 +58,9 @@ big(Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name="tokens"), 
 """
 
 
-# the codegen passes of a GPT-2 block over the kernel IR. Until the compiler's own lowering emits the
-# kernel IR, the toy lowering and rule passes of tests/passes/kernel_passes.py are appended to the
-# default pipeline (they leave the real program and its C alone); once it does, the toy lowering keeps
-# the compiler's kernel program, its rule passes touch only toy functions, and the Inspector steps
-# through the compiler's own codegen passes.
-CELL_KIR_PIPELINE = f"""import sys
-sys.path.insert(0, {str(REPO / "tests" / "passes")!r})
-from kernel_passes import toy_codegen_passes
-from caten_lab.compiler import default_pipeline
-kir_pipeline = default_pipeline()
-for p in toy_codegen_passes():
-    kir_pipeline.append(p)
+# the codegen passes of a GPT-2 block over the kernel IR: the compiler's own pipeline
+CELL_KIR_PIPELINE = """from caten_lab.compiler import default_pipeline
+kir_pipeline = default_pipeline()  # the compiler's own codegen passes: collapse, hoist, simd, parallel, ...
 """
 
 CELL_KIR = """%%caten --pipeline kir_pipeline
