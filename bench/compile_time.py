@@ -82,7 +82,8 @@ def main() -> None:
                 sched = res.ctx.artifacts["schedule"]
                 cc_s = float("nan")
                 if tc is not None and (not args.quick or n in (1, 12)):
-                    built = build_library(res.ctx.artifacts["c_source"], tc, Path(tmp) / f"{width}_{n}")
+                    built = build_library(res.ctx.artifacts["c_source"], tc, Path(tmp) / f"{width}_{n}",
+                                          units=res.ctx.artifacts.get("c_units"))  # parallel build, as compile()
                     cc_s = built.cc_s
                 row = {"n_layer": n, "width": width, "python_s": round(fe_s + pass_s, 4),
                        "cc_s": None if math.isnan(cc_s) else round(cc_s, 3), "kernels": len(sched.kernels),
