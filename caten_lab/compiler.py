@@ -24,6 +24,7 @@ from caten_lab.air.entry_checks import EntryChecks, entry_checks
 from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.interpreter import interpret
 from caten_lab.air.symbolic import Expr, evaluate
+from caten_lab.codegen.kir_json import function_meta
 from caten_lab.config import BACKENDS, config
 from caten_lab.errors import CatenError, RuntimeCheckError, ShapeError, SymbolError
 from caten_lab.passes.base import PassContext
@@ -449,11 +450,9 @@ def compile(  # noqa: A001 - the public name the contract asks for
         compile_s=compile_s, cc_s=built.cc_s, flags=tc.flags, library_path=str(built.path), cached=built.cached,
         artifacts=arts, _lib=lib,
     )
-    fn_checks = {f.name: list(f.get("checks", ())) for f in arts["kernel_ir"].functions}
-    fn_of = {}
-    for f in arts["kernel_ir"].functions:
-        for kn in f.get("kernel_names", ()):
-            fn_of[kn] = f.name
+    meta = function_meta(arts["kernel_ir"])  # a cached program stays undecoded until it is looked at
+    fn_checks = {name: m["checks"] for name, m in meta.items()}
+    fn_of = {kn: name for name, m in meta.items() for kn in m["kernel_names"]}
     for i, k in enumerate(prog.schedule.kernels):  # type: ignore[union-attr]
         fname = fn_of.get(k.name, "")
         prog._checks[i] = (fname, k.node_ids, fn_checks.get(fname, []))

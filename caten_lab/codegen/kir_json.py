@@ -67,3 +67,54 @@ def program_from_json(d: dict) -> kir.Program:
     if not isinstance(p, kir.Program):
         raise ValueError("kernel IR: not a program")
     return p
+
+
+class DeferredProgram:
+    """A cached kernel program decoded when first used: a warm compile needs only each function's
+    ``checks`` and ``kernel_names`` (:func:`function_meta`), not the ~50,000 nodes of GPT-2's program.
+    Attribute access and ``==`` decode it and act on the :class:`~caten_lab.codegen.kir.Program`."""
+
+    __slots__ = ("_data", "_meta", "_program")
+
+    def __init__(self, data: dict) -> None:
+        if not isinstance(data, dict) or data.get("k") != "Program" or not isinstance(data.get("functions"), list):
+            raise ValueError("kernel IR: not a program")
+        self._data = data
+        self._program: kir.Program | None = None
+        try:  # read now, so a malformed entry is refused by the cache (ValueError), not met later
+            self._meta = self._read_meta()
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"kernel IR: malformed function table ({type(exc).__name__}: {exc})") from None
+
+    def program(self) -> kir.Program:
+        if self._program is None:
+            self._program = program_from_json(self._data)
+        return self._program
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.program(), name)
+
+    def __eq__(self, other: object) -> bool:
+        other = other.program() if isinstance(other, DeferredProgram) else other
+        return self.program() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def meta(self) -> dict[str, dict[str, Any]]:
+        return self._meta
+
+    def _read_meta(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for f in self._data["functions"]:
+            m = {k: v for k, v in f.get("meta", ()) if k in ("checks", "kernel_names")}
+            out[str(f["name"])] = {"checks": [int(c) for c in m.get("checks", ())],
+                                   "kernel_names": [str(n) for n in m.get("kernel_names", ())]}
+        return out
+
+
+def function_meta(p: kir.Program | DeferredProgram) -> dict[str, dict[str, Any]]:
+    """Function name -> ``{"checks": [...], "kernel_names": [...]}`` without decoding a deferred program."""
+    if isinstance(p, DeferredProgram):
+        return p.meta()
+    return {f.name: {"checks": list(f.get("checks", ())), "kernel_names": list(f.get("kernel_names", ()))}
+            for f in p.functions}

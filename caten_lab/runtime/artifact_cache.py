@@ -31,7 +31,7 @@ from typing import Any
 from caten_lab.air import serialize
 from caten_lab.air.graph import Graph
 from caten_lab.air.symbolic import Expr
-from caten_lab.codegen.kir_json import program_from_json, program_to_json
+from caten_lab.codegen.kir_json import DeferredProgram, program_to_json
 from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule
 from caten_lab.runtime.cache_files import (
@@ -61,7 +61,7 @@ def _plain(v: Any) -> Any:
 # artifact name -> (encode, decode); plain JSON values round-trip as they are
 CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "schedule": (Schedule.to_json, Schedule.from_json),
-    "kernel_ir": (program_to_json, program_from_json),
+    "kernel_ir": (program_to_json, DeferredProgram),  # decoded when first used (a warm compile needs its meta only)
     "memory_plan": (MemoryPlan.to_json, MemoryPlan.from_json),
     "c_source": (str, str),
     "c_units": (_plain, lambda v: [(str(name), str(text)) for name, text in v]),  # Rendered.units

@@ -407,3 +407,24 @@ def test_a_compiler_that_runs_out_of_disk_is_a_cache_error_not_a_codegen_bug(tmp
     with pytest.raises(CatenError, match="No space left on device") as ei:
         toolchain.build_library(src, tc, tmp_path)
     assert "CATEN_CACHE_DIR" in str(ei.value) and "code generation bug" not in str(ei.value)
+
+
+def test_warm_compile_defers_the_kernel_program_and_refuses_a_malformed_one(tmp_path):
+    """A warm compile reads only each function's checks and kernel names from the cached kernel program
+    (decoding GPT-2's ~50,000 nodes doubled a warm compile); the program decodes, equal, when looked at.
+    A cached function table that does not parse is refused by the cache (a warning, then a fresh compile)."""
+    from caten_lab.codegen.kir_json import DeferredProgram, program_to_json
+
+    with settings(cache_dir=str(tmp_path)):
+        clear_cache()
+        cold = compile(row_max_graph())
+        clear_cache()
+        warm = compile(row_max_graph())
+    assert isinstance(warm.kernel_ir, DeferredProgram) and warm.kernel_ir._program is None
+    assert warm.kernel_ir == cold.kernel_ir and warm.kernel_ir._program is not None
+    data = program_to_json(cold.kernel_ir)
+    data["functions"][0]["meta"] = 7  # not a table
+    with pytest.raises(ValueError, match="malformed function table"):
+        DeferredProgram(data)
+    with pytest.raises(ValueError, match="not a program"):
+        DeferredProgram({"k": "Function"})
