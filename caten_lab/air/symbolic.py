@@ -24,7 +24,6 @@ def atom_key(a: Atom) -> str:
     return a if isinstance(a, str) else repr(a)
 
 
-_atom_key = atom_key  # old name, still read by passes/indexing.py (the lead renames it at merge)
 
 
 class Expr:

@@ -26,6 +26,7 @@ from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import BINARY, ELEMENTWISE
+from caten_lab.air.shapes import contiguous_strides, numel
 from caten_lab.air.symbolic import Dim
 from caten_lab.air.value import Value
 from caten_lab.codegen import lower_exprs as E
@@ -48,15 +49,7 @@ from caten_lab.codegen.kir import Expr as KExpr
 from caten_lab.codegen.lower_reduce import ReduceLowering
 from caten_lab.codegen.symbolic_kir import Names, dim_to_kir
 from caten_lab.errors import CompileError
-from caten_lab.passes.indexing import (
-    contiguous_strides,
-    flat_index,
-    fold_divmod,
-    loop_var,
-    loop_vars_of,
-    numel,
-    unravel,
-)
+from caten_lab.passes.indexing import flat_index, fold_divmod, loop_var, loop_vars_of, unravel
 from caten_lab.passes.schedule import Kernel
 
 I64 = DType.int64

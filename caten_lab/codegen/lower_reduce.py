@@ -10,12 +10,13 @@ from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE
+from caten_lab.air.shapes import contiguous_strides
 from caten_lab.air.symbolic import Dim, Expr
 from caten_lab.air.value import Value
 from caten_lab.codegen import lower_exprs as E
 from caten_lab.codegen.kir import Assign, Const, Decl, Load, Store, Var
 from caten_lab.codegen.kir import Expr as KExpr
-from caten_lab.passes.indexing import contiguous_strides, flat_index, loop_var, loop_vars_of, unravel
+from caten_lab.passes.indexing import flat_index, loop_var, loop_vars_of, unravel
 
 I64 = DType.int64
 

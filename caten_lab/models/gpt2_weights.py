@@ -251,7 +251,6 @@ _GGUF_BLOCK = {
 }
 # HF GPT-2 stores these as Conv1D (in, out); the model (and the exported library) use (out, in).
 TRANSPOSED_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-_TRANSPOSED = TRANSPOSED_WEIGHTS  # old name, still read by workflow/export.py (the lead renames it at merge)
 
 
 def _import_gguf():  # noqa: ANN202 - the gguf module

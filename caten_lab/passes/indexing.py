@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from caten_lab.air.shapes import contiguous_strides
 from caten_lab.air.symbolic import Dim, Expr, atom_key, floordiv, mod, symbols_of
 
 LOOP_PREFIX = "__"
@@ -25,22 +26,6 @@ def is_loop_var(name: str) -> bool:
 def loop_var(name: str) -> Expr:
     """A loop variable as a symbolic expression (``name`` must start with ``__``)."""
     return Expr({(name,): 1})
-
-
-def numel(shape: tuple) -> Dim:
-    n: Dim = 1
-    for d in shape:
-        n = n * d
-    return n
-
-
-def contiguous_strides(shape: tuple) -> tuple:
-    out: list[Dim] = []
-    acc: Dim = 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc = acc * d
-    return tuple(reversed(out))
 
 
 _flat_memo: dict[tuple, Dim] = {}

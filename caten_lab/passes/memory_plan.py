@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from caten_lab.air.serialize import decode_value, encode_value
+from caten_lab.air.shapes import numel
 from caten_lab.air.symbolic import Dim, evaluate
 from caten_lab.passes.base import PassContext
-from caten_lab.passes.indexing import numel
 from caten_lab.passes.schedule import Schedule
 
 DEFAULT_SYMBOL_VALUE = 64

@@ -391,8 +391,8 @@ def test_model_tensors_are_the_python_table(model_lib) -> None:
 def test_buffer_sizes_are_the_symbolic_shapes(model_lib) -> None:
     """The library sizes every buffer from the packed polynomial of its shape (model_tables.size_code,
     evaluated by ct_elems): the element counts the symbolic shapes give for each (seq, pos)."""
+    from caten_lab.air.shapes import numel
     from caten_lab.air.symbolic import evaluate
-    from caten_lab.passes.indexing import numel
     from caten_lab.workflow.export import generation_workflow
 
     runner = generation_workflow(MODEL, n_ctx=32).runner
