@@ -98,12 +98,17 @@ def test_validator_names_the_broken_statement(breakage, words):
     validate(p)
 
 
+_LOADED: list = []  # never unloaded: closing a library after OpenMP started can crash later tests
+
+
 def _load(source: str, cdef: str, tmp_path):
     tc = toolchain("cc", tmp_path)
     built = build_library(source, tc, tmp_path)
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    return ffi, ffi.dlopen(str(built.load_path or built.path))
+    lib = ffi.dlopen(str(built.load_path or built.path))
+    _LOADED.append((ffi, lib))
+    return ffi, lib
 
 
 def test_rendered_tensor_program_runs_like_numpy(tmp_path):
