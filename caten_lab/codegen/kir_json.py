@@ -92,6 +92,8 @@ class DeferredProgram:
         return self._program
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # own slots not set yet (copy, pickle): never recurse through program()
+            raise AttributeError(name)
         return getattr(self.program(), name)
 
     def __eq__(self, other: object) -> bool:
