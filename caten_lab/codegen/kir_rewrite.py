@@ -100,6 +100,9 @@ def _rewrite_body(body: tuple[Stmt, ...], owner: Path, fld: str, rules, ctx: Rul
                 break
         if hit is not None:
             name, rule, (n, repl) = hit
+            if not 1 <= n <= len(body) - i:
+                raise ValueError(f"rule {name!r} consumed {n} statements at position {i} of {len(body)}: "
+                                 "a rule replaces at least one statement it was shown")
             repl = tuple(repl)
             before = body[i:i + n]
             if repl != before:
@@ -111,7 +114,7 @@ def _rewrite_body(body: tuple[Stmt, ...], owner: Path, fld: str, rules, ctx: Rul
                     repl = tuple(_descend(s, owner, fld, len(new) + k, rules, ctx, record, descend)
                                  for k, s in enumerate(repl))
                 new.extend(repl)
-                i += max(n, 1)
+                i += n
                 continue
         s = _descend(body[i], owner, fld, len(new), rules, ctx, record, descend)
         changed = changed or s is not body[i]

@@ -161,3 +161,8 @@ def test_rendered_functions_cover_control_flow(tmp_path):
         return s
 
     assert [lib.odd_sum(n) for n in (0, 1, 7, 30)] == [ref(n) for n in (0, 1, 7, 30)]
+
+
+def test_a_rule_must_consume_what_it_replaces():
+    with pytest.raises(ValueError, match="consumed 0 statements"):
+        apply_rules(_matvec(), [("insert", lambda body, i, ctx: (0, (k.Comment("x"),)))])
