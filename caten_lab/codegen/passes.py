@@ -147,6 +147,7 @@ class RenderC:
         ctx.artifacts["kernel_lines"] = r.kernel_lines
         ctx.artifacts["function_lines"] = r.function_lines
         ctx.artifacts["c_units"] = r.units  # what a parallel build composes translation units from
+        ctx.artifacts["line_paths"] = r.line_paths  # C line -> (function, kernel-IR statement path): the Inspector
         return graph
 
 

@@ -70,6 +70,8 @@ CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "function_lines": (_plain, _pairs),
     "kernel_nodes": (_plain, lambda v: {str(k): [int(x) for x in ids] for k, ids in v.items()}),
     "graph_symbols": (_plain, lambda v: [str(s) for s in v]),
+    "line_paths": (_plain, lambda v: [None if x is None else (str(x[0]), tuple((str(f), int(i)) for f, i in x[1]))
+                                      for x in v]),
 }
 
 
