@@ -25,6 +25,7 @@ from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.interpreter import interpret
 from caten_lab.air.symbolic import Expr, evaluate
 from caten_lab.codegen.kir_json import function_meta
+from caten_lab.codegen.passes import pipeline_options
 from caten_lab.config import BACKENDS, config
 from caten_lab.errors import CatenError, RuntimeCheckError, ShapeError, SymbolError
 from caten_lab.passes.base import PassContext
@@ -39,7 +40,7 @@ __all__ = ["compile", "run", "Program", "default_pipeline", "clear_cache", "lowe
 
 def default_pipeline() -> Any:
     """Graph passes (typecheck, fold_views, const_fold, simplify, cse, dce) + schedule, lower, the loop
-    passes (simd, parallel, unroll, unnest_parallel), memory_plan, render. Returns an editable PassManager."""
+    passes (collapse, hoist, simd, parallel, unroll, rowblock, lanes, unnest_parallel), memory_plan, render. Returns an editable PassManager."""
     from caten_lab.codegen.passes import codegen_passes
     from caten_lab.passes.manager import PassManager
 
@@ -466,8 +467,6 @@ def compile(  # noqa: A001 - the public name the contract asks for
 @lru_cache(maxsize=1)
 def _default_options() -> tuple:
     """The default pipeline's options, pass by pass (part of every compile-cache key)."""
-    from caten_lab.codegen.passes import pipeline_options
-
     return pipeline_options(default_pipeline().passes)
 
 

@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from caten_lab.models.quantize import FORMATS
 from caten_lab.runtime.objects import compile_objects, current_toolchain, link
 from caten_lab.workflow.cgen import render_c
 from caten_lab.workflow.model_tables import ExportError, check_c_call, check_tokenizer_tables, model_tables
@@ -46,8 +47,6 @@ def fnv64(data: bytes) -> int:
 
 def check_weight_format(weight_format: str) -> str:
     """``weight_format`` if the exported library can store weights that way, else a clear error."""
-    from caten_lab.models.quantize import FORMATS
-
     if weight_format not in FORMATS:
         raise ExportError(
             f"weight_format {weight_format!r} is not one of {', '.join(FORMATS)}",
