@@ -257,7 +257,7 @@ def _import_gguf():  # noqa: ANN202 - the gguf module
     try:
         import gguf
     except ImportError:
-        raise WeightsError("reading GGUF needs the gguf package", hint="pip install 'caten_lab[gguf]'") from None
+        raise WeightsError("reading GGUF needs the gguf package", hint="pip install gguf (a caten_lab dependency)") from None
     return gguf
 
 
