@@ -1,0 +1,140 @@
+"""Load Llama weights from local files: a Hugging Face directory (config.json + model.safetensors,
+fp32/fp16/bf16) or a GGUF file of architecture ``llama``.
+
+Both return a :class:`LlamaWeights`: the config and a state dict under HF ``LlamaForCausalLM``
+names (``model.layers.{i}.self_attn.q_proj.weight``, ...), PyTorch layout ([out, in]). Everything
+is validated (config keys, the file's layout, tensor names and shapes) before a tensor is read, so
+a failed load leaves nothing half-loaded.
+
+GGUF files hold the Q/K rows of each head permuted for llama.cpp's interleaved RoPE: they are kept
+as stored and the config says ``rope_layout = "normal"`` (HF directories: ``"neox"``). Quantized
+GGUF tensors are dequantized to float32 here (the reference path).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from caten_lab.formats.model_check import check_model_tensors
+from caten_lab.formats.rules import WeightsError
+from caten_lab.formats.safetensors_header import TensorEntry
+from caten_lab.formats.strict_json import loads_strict
+from caten_lab.models.weight_files import GGUFFile, open_checked, tensor_array
+from caten_lab.nn.llama_config import LlamaConfig
+
+__all__ = ["EMBEDDING", "LlamaWeights", "expected_shapes", "gguf_name_map", "load_llama", "load_llama_gguf",
+           "load_llama_hf_dir"]
+
+EMBEDDING = "model.embed_tokens.weight"
+
+
+@dataclass
+class LlamaWeights:
+    config: LlamaConfig
+    state_dict: dict[str, np.ndarray]
+    source: str
+
+
+def expected_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """HF LlamaForCausalLM tensor names and shapes; ``lm_head.weight`` only when untied."""
+    e, v, i = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
+    q, kv = cfg.num_attention_heads * cfg.dim, cfg.kv_heads * cfg.dim
+    shapes: dict[str, tuple[int, ...]] = {EMBEDDING: (v, e), "model.norm.weight": (e,)}
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (v, e)
+    for n in range(cfg.num_hidden_layers):
+        p = f"model.layers.{n}."
+        shapes.update({
+            p + "input_layernorm.weight": (e,),
+            p + "post_attention_layernorm.weight": (e,),
+            p + "self_attn.q_proj.weight": (q, e),
+            p + "self_attn.k_proj.weight": (kv, e),
+            p + "self_attn.v_proj.weight": (kv, e),
+            p + "self_attn.o_proj.weight": (e, q),
+            p + "mlp.gate_proj.weight": (i, e),
+            p + "mlp.up_proj.weight": (i, e),
+            p + "mlp.down_proj.weight": (e, i),
+        })
+    return shapes
+
+
+def load_llama(path: str | os.PathLike, *, mapped: bool = False) -> LlamaWeights:
+    """A ``.gguf`` file or a Hugging Face directory (``mapped``: safetensors as views of the file)."""
+    p = Path(path)
+    if p.is_file() and p.suffix == ".gguf":
+        return load_llama_gguf(p)
+    return load_llama_hf_dir(p, mapped=mapped)
+
+
+def load_llama_hf_dir(path: str | os.PathLike, *, mapped: bool = False) -> LlamaWeights:
+    """``config.json`` + ``model.safetensors`` (F32, F16 or BF16 tensors; BF16 widened to float32)."""
+    d = Path(path)
+    if not d.is_dir():
+        raise WeightsError(f"{d}: not a directory", hint="pass the folder that holds config.json and model.safetensors")
+    cfg_file, st_file = d / "config.json", d / "model.safetensors"
+    if not st_file.is_file() and (d / "model.safetensors.index.json").is_file():
+        raise WeightsError(f"{d}: sharded safetensors checkpoints are not supported yet",
+                           hint="merge the shards into one model.safetensors")
+    for f in (cfg_file, st_file):
+        if not f.is_file():
+            raise WeightsError(f"{f}: file not found", hint="a Llama directory needs config.json and model.safetensors")
+    raw = loads_strict(cfg_file.read_bytes(), str(cfg_file), WeightsError, "config")
+    cfg = LlamaConfig.from_hf_dict(raw, str(cfg_file))
+    expected = expected_shapes(cfg)
+    header, mm, by_name = open_checked(st_file, expected, prefix=None, embedding=EMBEDDING)
+    sd = {name: tensor_array(mm, header, by_name[name], mapped) for name in expected}
+    return LlamaWeights(cfg, sd, str(d))
+
+
+_GGUF_GLOBAL = {"token_embd.weight": EMBEDDING, "output_norm.weight": "model.norm.weight",
+                "output.weight": "lm_head.weight"}
+_GGUF_BLOCK = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_REFUSED = {
+    "rope_freqs.weight": "per-dimension RoPE frequency factors (llama3-style scaling in GGUF) are not implemented",
+}
+
+
+def gguf_name_map(gguf_name: str) -> str | None:
+    """The HF name of a llama GGUF tensor (None: not a tensor of this model)."""
+    if gguf_name in _GGUF_GLOBAL:
+        return _GGUF_GLOBAL[gguf_name]
+    parts = gguf_name.split(".", 2)
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _GGUF_BLOCK:
+        return f"model.layers.{int(parts[1])}.{_GGUF_BLOCK[parts[2]]}"
+    return None
+
+
+def load_llama_gguf(path: str | os.PathLike) -> LlamaWeights:
+    """A llama GGUF file, every tensor dequantized to float32 (F16 kept as float16)."""
+    f = GGUFFile(path)
+    where = str(f.path)
+    tensors = {}
+    for t in f.reader.tensors:
+        if t.name in _REFUSED:
+            raise WeightsError(f"{where}: tensor {t.name!r}: {_REFUSED[t.name]}", rule="NAMES")
+        name = gguf_name_map(t.name)
+        if name is None:
+            raise WeightsError(f"{where}: unexpected tensor {t.name!r}", rule="NAMES",
+                               hint="llama GGUF tensors are token_embd, output_norm, output, blk.N.attn_* / ffn_*")
+        tensors[name] = t
+    emb = tensors.get(EMBEDDING)
+    vocab = GGUFFile.shape(emb)[0] if emb is not None else None
+    cfg = LlamaConfig.from_gguf(f.fields(), where, vocab_size=vocab, tied="lm_head.weight" not in tensors)
+    entries = [TensorEntry(n, "F32", GGUFFile.shape(t), 0, 0) for n, t in tensors.items()]
+    check_model_tensors(where, entries, expected_shapes(cfg), prefix=None, embedding=EMBEDDING)
+    sd = {name: f.dequantized(t) for name, t in tensors.items()}
+    return LlamaWeights(cfg, sd, where)
