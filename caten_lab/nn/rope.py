@@ -37,9 +37,15 @@ SCALING_KEYS: dict[str, frozenset[str]] = {
 F32 = np.float32
 
 
-def _base_inv_freq(theta: float, dim: int) -> np.ndarray:
+def _pow(theta: float, dim: int) -> np.ndarray:
+    """``theta ** (2i / dim)`` of the float32 exponents, correctly rounded to float32 (torch's float32
+    pow agrees with that on ~99.5% of inputs; NumPy's float32 pow on ~83%)."""
     exponent = np.arange(0, dim, 2, dtype=np.int64).astype(F32) / F32(dim)
-    return (F32(1.0) / (F32(theta) ** exponent)).astype(F32)
+    return (float(theta) ** exponent.astype(np.float64)).astype(F32)
+
+
+def _base_inv_freq(theta: float, dim: int) -> np.ndarray:
+    return (F32(1.0) / _pow(theta, dim)).astype(F32)
 
 
 def _llama3(inv: np.ndarray, s: Mapping[str, Any], max_pos: int) -> np.ndarray:
@@ -78,7 +84,7 @@ def _yarn(theta: float, dim: int, s: Mapping[str, Any], max_pos: int) -> tuple[n
         hi += 0.001
     ramp = np.clip((np.arange(dim // 2, dtype=F32) - F32(lo)) / F32(hi - lo), 0, 1).astype(F32)
     extrapolate = (F32(1) - ramp).astype(F32)
-    pos_freqs = (F32(theta) ** (np.arange(0, dim, 2).astype(F32) / F32(dim))).astype(F32)
+    pos_freqs = _pow(theta, dim)
     inv_ext = (F32(1.0) / pos_freqs).astype(F32)
     inv_int = (F32(1.0) / (F32(factor) * pos_freqs)).astype(F32)
     inv = (inv_int * (F32(1) - extrapolate) + inv_ext * extrapolate).astype(F32)
@@ -112,7 +118,8 @@ def rope_tables(theta: float, dim: int, scaling: Mapping[str, Any] | None, max_p
     """cos and sin, each (n_ctx, dim / 2) float32: row p holds the angles of position p."""
     inv, attn = inv_freq(theta, dim, scaling, max_pos)
     freqs = np.arange(n_ctx, dtype=np.int64).astype(F32)[:, None] * inv[None, :]
-    cos, sin = np.cos(freqs).astype(F32), np.sin(freqs).astype(F32)
+    angles = freqs.astype(np.float64)  # the float32 angles, their cos / sin correctly rounded
+    cos, sin = np.cos(angles).astype(F32), np.sin(angles).astype(F32)
     if attn != 1.0:
         cos, sin = (cos * F32(attn)).astype(F32), (sin * F32(attn)).astype(F32)
     return np.ascontiguousarray(cos), np.ascontiguousarray(sin)
