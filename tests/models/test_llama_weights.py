@@ -1,0 +1,145 @@
+"""Llama loaders and the compiled LlamaRunner (C backend) against transformers: HF safetensors
+directories (fp32, bf16), GGUF files written from a random HF model (F32 and Q8_0, Q/K permuted as
+convert_hf_to_gguf does), ``load_model`` dispatch, and refusals."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from caten_lab.formats.rules import WeightsError
+from caten_lab.models.gpt2 import GPT2Runner
+from caten_lab.models.llama import LlamaRunner
+from caten_lab.models.llama_weights import load_llama
+from caten_lab.models.loader import architecture, load_model
+
+Q = gguf.GGMLQuantizationType
+
+
+def hf_model(tied: bool = False, seed: int = 0) -> transformers.LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 1e4},
+                                   tie_word_embeddings=tied, bos_token_id=0, eos_token_id=1)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+GGUF_BLOCK = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+              "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+
+
+def write_gguf(hf, path, qtype=Q.F32, extra_tensors=()) -> dict[str, np.ndarray]:
+    """``hf`` as a llama GGUF; returns the HF state dict as the file holds it (quantized, then dequantized)."""
+    c = hf.config
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_rope_freq_base(1e4)
+    w.add_layer_norm_rms_eps(c.rms_norm_eps)
+    w.add_rope_dimension_count(c.head_dim)
+    ref = {}
+    for name, t in hf.state_dict().items():
+        a = t.numpy().astype(np.float32)
+        if name == "lm_head.weight" and c.tie_word_embeddings:
+            continue
+        stored = permute(a, c.num_attention_heads) if "q_proj" in name else permute(a, c.num_key_value_heads) \
+            if "k_proj" in name else a
+        qt = qtype if a.ndim == 2 else Q.F32
+        data = gguf.quantize(stored, qt) if qt != Q.F32 else stored
+        ref[name] = gguf.dequantize(gguf.quantize(a, qt), qt).reshape(a.shape) if qt != Q.F32 else a
+        if name == "model.embed_tokens.weight":
+            g = "token_embd.weight"
+        elif name == "model.norm.weight":
+            g = "output_norm.weight"
+        elif name == "lm_head.weight":
+            g = "output.weight"
+        else:
+            i, rest = name.split(".", 3)[2], name.split(".", 3)[3].removesuffix(".weight")
+            g = f"blk.{i}.{GGUF_BLOCK[rest]}.weight"
+        w.add_tensor(g, data, raw_dtype=qt)
+    for g, arr in extra_tensors:
+        w.add_tensor(g, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return ref
+
+
+def hf_logits(hf, ids, sd=None) -> np.ndarray:
+    if sd is not None:
+        hf = transformers.LlamaForCausalLM(hf.config).eval()
+        hf.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, strict=False)
+        if hf.config.tie_word_embeddings:
+            hf.tie_weights()
+    with torch.no_grad():
+        return hf(torch.tensor([ids])).logits[0].numpy()
+
+
+def check_runner(runner, want: np.ndarray, ids: list[int], atol: float = 1e-4) -> None:
+    got = [runner.forward(ids[:5], 0)[0]]
+    for i in range(5, len(ids)):
+        got.append(runner.forward([ids[i]], i)[0])
+    np.testing.assert_allclose(np.concatenate(got), want, atol=atol, rtol=0)
+
+
+IDS = [3, 14, 15, 92, 65, 35, 89, 7, 9]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("tied", [False, True])
+def test_hf_directory(tmp_path, dtype: str, tied: bool) -> None:
+    hf = hf_model(tied)
+    hf.to(getattr(torch, dtype)).save_pretrained(tmp_path)
+    hf = hf.float()
+    assert architecture(tmp_path) == "llama"
+    r = load_model(tmp_path, backend="c", all_logits=True)
+    assert isinstance(r, LlamaRunner) and r.config.rope_layout == "neox" and r.n_ctx == 64
+    check_runner(r, hf_logits(hf, IDS), IDS)
+
+
+@pytest.mark.parametrize("qtype", [Q.F32, Q.Q8_0])
+@pytest.mark.parametrize("tied", [False, True])
+def test_gguf_file_with_permuted_qk(tmp_path, qtype, tied: bool) -> None:
+    hf = hf_model(tied, seed=1)
+    ref = write_gguf(hf, tmp_path / "m.gguf", qtype)
+    w = load_llama(tmp_path / "m.gguf")
+    assert w.config.rope_layout == "normal" and w.config.tie_word_embeddings == tied
+    r = LlamaRunner(w, backend="c", all_logits=True)
+    check_runner(r, hf_logits(hf, IDS, ref), IDS)
+    assert r.generate(IDS[:3], 5) == LlamaRunner(w, backend="numpy").generate(IDS[:3], 5)
+
+
+def test_gguf_refuses_rope_freqs_and_unknown_tensors(tmp_path) -> None:
+    hf = hf_model()
+    write_gguf(hf, tmp_path / "f.gguf", extra_tensors=[("rope_freqs.weight", np.ones(8, np.float32))])
+    with pytest.raises(WeightsError, match="rope_freqs.weight.*not implemented"):
+        load_llama(tmp_path / "f.gguf")
+    write_gguf(hf, tmp_path / "u.gguf", extra_tensors=[("blk.0.attn_q_norm.weight", np.ones(16, np.float32))])
+    with pytest.raises(WeightsError, match="unexpected tensor 'blk.0.attn_q_norm.weight'"):
+        load_model(tmp_path / "u.gguf")
+
+
+def test_load_model_dispatches_gpt2(tiny_hf_dir) -> None:
+    d, _ = tiny_hf_dir
+    assert architecture(d) == "gpt2"
+    assert isinstance(load_model(d, backend="numpy"), GPT2Runner)
+
+
+def test_load_model_refuses_other_architectures(tmp_path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "mistral"}')
+    with pytest.raises(WeightsError, match="architecture 'mistral' is not supported"):
+        load_model(tmp_path)
