@@ -50,18 +50,19 @@ def check_tokens(tokens: Tensor, model: str) -> None:
 
 
 class CachedDecoder(Module):
-    """A language model with in-place KV caches; subclasses define ``forward(tokens, pos, last_only)``,
-    ``vocab_size`` and ``cache_len``."""
+    """A language model with in-place KV caches; subclasses define ``forward(tokens, pos, last_only)``
+    and a ``config`` with ``vocab_size`` and ``cache_len``."""
 
     _decoder: DecoderGraph | None = None
+    config: Any
 
     @property
     def vocab_size(self) -> int:
-        raise NotImplementedError
+        return int(self.config.vocab_size)
 
     @property
     def cache_len(self) -> int:
-        raise NotImplementedError
+        return int(self.config.cache_len)
 
     def decoder_graph(self, *, bind: bool = True, last_only: bool = False) -> DecoderGraph:
         """Trace ``forward`` once with symbols seq and pos; the caches are left untouched."""

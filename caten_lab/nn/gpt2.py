@@ -138,14 +138,6 @@ class GPT2(CachedDecoder):
         self._decoder = None
         self.assign_names()
 
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    @property
-    def cache_len(self) -> int:
-        return self.config.cache_len
-
     def forward(self, tokens: Tensor, pos: Dim = 0, last_only: bool = False) -> Tensor:
         cfg = self.config
         check_tokens(tokens, "GPT2")

@@ -108,14 +108,6 @@ class Llama(CachedDecoder):
         self._decoder = None
         self.assign_names()
 
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    @property
-    def cache_len(self) -> int:
-        return self.config.cache_len
-
     def forward(self, tokens: Tensor, pos: Dim = 0, last_only: bool = False) -> Tensor:
         check_tokens(tokens, "Llama")
         t = tokens.shape[1]
