@@ -99,7 +99,7 @@ def check_runner(runner, want: np.ndarray, ids: list[int], atol: float = 1e-4) -
 IDS = [3, 14, 15, 92, 65, 35, 89, 7, 9]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("tied", [False, True])
 def test_hf_directory(tmp_path, dtype: str, tied: bool) -> None:
     hf = hf_model(tied)
@@ -111,7 +111,7 @@ def test_hf_directory(tmp_path, dtype: str, tied: bool) -> None:
     check_runner(r, hf_logits(hf, IDS), IDS)
 
 
-@pytest.mark.parametrize("qtype", [Q.F32, Q.Q8_0])
+@pytest.mark.parametrize("qtype", [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_1])
 @pytest.mark.parametrize("tied", [False, True])
 def test_gguf_file_with_permuted_qk(tmp_path, qtype, tied: bool) -> None:
     hf = hf_model(tied, seed=1)
@@ -143,3 +143,28 @@ def test_load_model_refuses_other_architectures(tmp_path) -> None:
     (tmp_path / "config.json").write_text('{"model_type": "mistral"}')
     with pytest.raises(WeightsError, match="architecture 'mistral' is not supported"):
         load_model(tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "int8"])
+def test_prepared_weights_warm_start_for_a_gguf_llama(tmp_path, monkeypatch, fmt: str) -> None:
+    """The prepared-weights cache serves a Llama too (its config, rope_scaling included, round-trips
+    through the entry's JSON): the warm start reads nothing from the GGUF and gives bitwise the logits."""
+    from caten_lab.models import llama as llama_mod
+
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CATEN_WEIGHT_CACHE", raising=False)
+    hf = hf_model(seed=4)
+    path = tmp_path / "m.gguf"
+    write_gguf(hf, path, Q.Q8_0)
+    cold = LlamaRunner.from_pretrained(path, weight_format=fmt, backend="numpy")
+    assert cold.weights_cache == "miss"
+    want = [cold.forward(IDS[:5], 0).copy(), cold.forward([IDS[5]], 5).copy()]
+
+    def fail(*a, **kw):
+        raise AssertionError("the GGUF file was read on a warm start")
+
+    monkeypatch.setattr(llama_mod, "load_llama", fail)
+    warm = LlamaRunner.from_pretrained(path, weight_format=fmt, backend="numpy")
+    assert warm.weights_cache == "hit" and warm.config == cold.config
+    got = [warm.forward(IDS[:5], 0), warm.forward([IDS[5]], 5)]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
