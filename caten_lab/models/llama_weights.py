@@ -7,8 +7,9 @@ is validated (config keys, the file's layout, tensor names and shapes) before a 
 a failed load leaves nothing half-loaded.
 
 GGUF files hold the Q/K rows of each head permuted for llama.cpp's interleaved RoPE: they are kept
-as stored and the config says ``rope_layout = "normal"`` (HF directories: ``"neox"``). Quantized
-GGUF tensors are dequantized to float32 here (the reference path).
+as stored and the config says ``rope_layout = "normal"`` (HF directories: ``"neox"``). A
+``rope_freqs.weight`` tensor (llama.cpp's form of llama3 RoPE scaling) becomes the config's
+``rope_freq_factors``. Quantized GGUF tensors are dequantized to float32 here (the reference path).
 """
 
 from __future__ import annotations
@@ -103,9 +104,7 @@ _GGUF_BLOCK = {
     "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
 }
-_REFUSED = {
-    "rope_freqs.weight": "per-dimension RoPE frequency factors (llama3-style scaling in GGUF) are not implemented",
-}
+FREQ_FACTORS = "rope_freqs.weight"  # llama.cpp's llama3 scaling: per-dimension divisors of the frequencies
 
 
 def gguf_name_map(gguf_name: str) -> str | None:
@@ -122,10 +121,11 @@ def load_llama_gguf(path: str | os.PathLike) -> LlamaWeights:
     """A llama GGUF file, every tensor dequantized to float32 (F16 kept as float16)."""
     f = GGUFFile(path)
     where = str(f.path)
-    tensors = {}
+    tensors, factors = {}, None
     for t in f.reader.tensors:
-        if t.name in _REFUSED:
-            raise WeightsError(f"{where}: tensor {t.name!r}: {_REFUSED[t.name]}", rule="NAMES")
+        if t.name == FREQ_FACTORS:
+            factors = t
+            continue
         name = gguf_name_map(t.name)
         if name is None:
             raise WeightsError(f"{where}: unexpected tensor {t.name!r}", rule="NAMES",
@@ -133,7 +133,14 @@ def load_llama_gguf(path: str | os.PathLike) -> LlamaWeights:
         tensors[name] = t
     emb = tensors.get(EMBEDDING)
     vocab = GGUFFile.shape(emb)[0] if emb is not None else None
-    cfg = LlamaConfig.from_gguf(f.fields(), where, vocab_size=vocab, tied="lm_head.weight" not in tensors)
+    freq = None
+    if factors is not None:
+        if len(factors.shape) != 1:
+            raise WeightsError(f"{where}: tensor {FREQ_FACTORS!r} has shape {GGUFFile.shape(factors)}, expected one "
+                               "factor per rotated pair", rule="SHAPE")
+        freq = [float(v) for v in f.dequantized(factors, keep_f16=False)]
+    cfg = LlamaConfig.from_gguf(f.fields(), where, vocab_size=vocab, tied="lm_head.weight" not in tensors,
+                                freq_factors=freq)
     entries = [TensorEntry(n, "F32", GGUFFile.shape(t), 0, 0) for n, t in tensors.items()]
     check_model_tensors(where, entries, expected_shapes(cfg), prefix=None, embedding=EMBEDDING)
     sd = {name: f.dequantized(t) for name, t in tensors.items()}

@@ -101,7 +101,8 @@ class Llama(CachedDecoder):
         self.config = cfg
         self.model = LlamaModel(cfg)
         self.lm_head = None if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        cos, sin = rope_tables(cfg.rope_theta, cfg.dim, cfg.rope_scaling, cfg.max_position_embeddings, cfg.cache_len)
+        cos, sin = rope_tables(cfg.rope_theta, cfg.dim, cfg.rope_scaling, cfg.max_position_embeddings, cfg.cache_len,
+                               cfg.rope_freq_factors)
         # fixed inputs of the graph (not parameters: never in the state dict)
         self.rope_cos = Tensor.from_numpy(cos, name="rope.cos")
         self.rope_sin = Tensor.from_numpy(sin, name="rope.sin")

@@ -19,7 +19,8 @@ from caten_lab.nn.rope import LAYOUTS, SCALING_KEYS, scaling_type
 @dataclass
 class LlamaConfig:
     """The fields of HF's LlamaConfig that shape the model (same names and defaults), plus
-    ``rope_layout`` ("neox": HF weights; "normal": GGUF weights, Q/K rows permuted) and ``n_ctx``."""
+    ``rope_layout`` ("neox": HF weights; "normal": GGUF weights, Q/K rows permuted), ``n_ctx`` and
+    ``rope_freq_factors``."""
 
     vocab_size: int = 32000
     hidden_size: int = 4096
@@ -40,6 +41,9 @@ class LlamaConfig:
     eos_token_id: int | list[int] | None = 2
     rope_layout: str = "neox"
     n_ctx: int | None = None  # KV cache length (defaults to max_position_embeddings)
+    # GGUF ``rope_freqs.weight`` (llama.cpp's form of llama3 scaling): each inverse frequency is divided
+    # by its factor; head_dim / 2 values
+    rope_freq_factors: list[float] | None = None
 
     def __post_init__(self) -> None:
         if self.num_key_value_heads is None:
@@ -91,9 +95,10 @@ class LlamaConfig:
 
     @staticmethod
     def from_gguf(fields_: Mapping[str, Any], where: str = "GGUF", *, vocab_size: int | None = None,
-                  tied: bool = True) -> LlamaConfig:
+                  tied: bool = True, freq_factors: list[float] | None = None) -> LlamaConfig:
         """GGUF metadata (key -> decoded value) of an arch-``llama`` file; ``vocab_size`` from the
-        token embedding's shape and ``tied`` (no ``output.weight``) come from the tensors."""
+        token embedding's shape, ``tied`` (no ``output.weight``) and ``freq_factors`` (the
+        ``rope_freqs.weight`` tensor) come from the tensors."""
         arch = fields_.get("general.architecture")
         if arch != "llama":
             raise _error(where, f"general.architecture is {arch!r}, expected 'llama'")
@@ -118,6 +123,7 @@ class LlamaConfig:
             "vocab_size": vocab_size if vocab_size is not None else g.get("vocab_size"),
             "tie_word_embeddings": tied,
             "rope_layout": "normal",
+            "rope_freq_factors": freq_factors,
         }
         dim = g.get("attention.key_length")
         if dim is not None:
@@ -140,7 +146,8 @@ class LlamaConfig:
         return _build(kw, where)
 
 
-_HF_FIELDS = tuple(f.name for f in fields(LlamaConfig) if f.name not in ("rope_layout", "n_ctx", "rope_scaling"))
+_HF_FIELDS = tuple(f.name for f in fields(LlamaConfig)
+                   if f.name not in ("rope_layout", "n_ctx", "rope_scaling", "rope_freq_factors"))
 # present in real config.json files; none of them changes a forward pass in float32
 _HF_INERT = frozenset({
     "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "use_cache",
@@ -220,5 +227,10 @@ def check(cfg: LlamaConfig, where: str) -> None:
         _scaling(dict(cfg.rope_scaling), where)
     if cfg.n_ctx is not None and (type(cfg.n_ctx) is not int or not 0 < cfg.n_ctx <= _MAX):
         raise _error(where, f"n_ctx must be a positive int, got {cfg.n_ctx!r}")
+    ff = cfg.rope_freq_factors
+    if ff is not None and (not isinstance(ff, list | tuple) or len(ff) != cfg.head_dim // 2
+                           or not all(type(v) in (int, float) and v > 0 for v in ff)):
+        raise _error(where, f"rope_freq_factors must be {cfg.head_dim // 2} positive numbers (head_dim / 2), "
+                     f"got {ff if not isinstance(ff, list | tuple) else f'{len(ff)} values'}")
     if type(cfg.tie_word_embeddings) is not bool:
         raise _error(where, f"tie_word_embeddings must be a bool, got {cfg.tie_word_embeddings!r}")

@@ -14,7 +14,7 @@ Two layouts pair the dimensions of a head differently:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -97,8 +97,17 @@ def scaling_type(scaling: Mapping[str, Any] | None) -> str:
     return str(scaling.get("rope_type", scaling.get("type", "default")))
 
 
-def inv_freq(theta: float, dim: int, scaling: Mapping[str, Any] | None, max_pos: int) -> tuple[np.ndarray, float]:
-    """The (dim / 2,) float32 inverse frequencies and the attention factor the cos/sin are scaled by."""
+def inv_freq(theta: float, dim: int, scaling: Mapping[str, Any] | None, max_pos: int,
+             freq_factors: Sequence[float] | None = None) -> tuple[np.ndarray, float]:
+    """The (dim / 2,) float32 inverse frequencies and the attention factor the cos/sin are scaled by;
+    ``freq_factors`` (GGUF ``rope_freqs.weight``) divide them, as llama.cpp applies them."""
+    inv, attn = _scaled(theta, dim, scaling, max_pos)
+    if freq_factors is not None:
+        inv = (inv / np.asarray(freq_factors, dtype=F32)).astype(F32)
+    return inv, attn
+
+
+def _scaled(theta: float, dim: int, scaling: Mapping[str, Any] | None, max_pos: int) -> tuple[np.ndarray, float]:
     kind = scaling_type(scaling)
     s = scaling or {}
     if kind == "default":
@@ -114,9 +123,9 @@ def inv_freq(theta: float, dim: int, scaling: Mapping[str, Any] | None, max_pos:
 
 
 def rope_tables(theta: float, dim: int, scaling: Mapping[str, Any] | None, max_pos: int,
-                n_ctx: int) -> tuple[np.ndarray, np.ndarray]:
+                n_ctx: int, freq_factors: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin, each (n_ctx, dim / 2) float32: row p holds the angles of position p."""
-    inv, attn = inv_freq(theta, dim, scaling, max_pos)
+    inv, attn = inv_freq(theta, dim, scaling, max_pos, freq_factors)
     freqs = np.arange(n_ctx, dtype=np.int64).astype(F32)[:, None] * inv[None, :]
     angles = freqs.astype(np.float64)  # the float32 angles, their cos / sin correctly rounded
     cos, sin = np.cos(angles).astype(F32), np.sin(angles).astype(F32)

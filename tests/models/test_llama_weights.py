@@ -15,15 +15,17 @@ from caten_lab.models.gpt2 import GPT2Runner
 from caten_lab.models.llama import LlamaRunner
 from caten_lab.models.llama_weights import load_llama
 from caten_lab.models.loader import architecture, load_model
+from caten_lab.nn.rope import inv_freq
 
 Q = gguf.GGMLQuantizationType
 
 
-def hf_model(tied: bool = False, seed: int = 0) -> transformers.LlamaForCausalLM:
+def hf_model(tied: bool = False, seed: int = 0, rope: dict | None = None) -> transformers.LlamaForCausalLM:
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                   rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 1e4},
+                                   rms_norm_eps=1e-5,
+                                   rope_parameters=rope or {"rope_type": "default", "rope_theta": 1e4},
                                    tie_word_embeddings=tied, bos_token_id=0, eos_token_id=1)
     return transformers.LlamaForCausalLM(cfg).eval()
 
@@ -123,11 +125,26 @@ def test_gguf_file_with_permuted_qk(tmp_path, qtype, tied: bool) -> None:
     assert r.generate(IDS[:3], 5) == LlamaRunner(w, backend="numpy").generate(IDS[:3], 5)
 
 
-def test_gguf_refuses_rope_freqs_and_unknown_tensors(tmp_path) -> None:
+def test_gguf_rope_freqs_are_llama3_scaling(tmp_path) -> None:
+    """llama.cpp's form of llama3 RoPE scaling: ``rope_freqs.weight`` divides each frequency (what
+    convert_hf_to_gguf writes for a llama3 checkpoint); the logits are transformers' llama3 model's."""
+    rope = {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
+    hf = hf_model(seed=5, rope=rope)
+    base, _ = inv_freq(1e4, 16, None, 64)
+    scaled, _ = inv_freq(1e4, 16, rope, 64)
+    assert not np.allclose(base, scaled)
+    write_gguf(hf, tmp_path / "f.gguf", extra_tensors=[("rope_freqs.weight", (base / scaled).astype(np.float32))])
+    r = LlamaRunner.from_pretrained(tmp_path / "f.gguf", backend="numpy", all_logits=True)
+    ids = list(range(3, 40, 2))  # positions past original_max_position_embeddings
+    check_runner(r, hf_logits(hf, ids), ids)
+    write_gguf(hf, tmp_path / "bad.gguf", extra_tensors=[("rope_freqs.weight", np.ones(5, np.float32))])
+    with pytest.raises(WeightsError, match="rope_freq_factors must be 8 positive numbers"):
+        load_llama(tmp_path / "bad.gguf")
+
+
+def test_gguf_refuses_unknown_tensors(tmp_path) -> None:
     hf = hf_model()
-    write_gguf(hf, tmp_path / "f.gguf", extra_tensors=[("rope_freqs.weight", np.ones(8, np.float32))])
-    with pytest.raises(WeightsError, match="rope_freqs.weight.*not implemented"):
-        load_llama(tmp_path / "f.gguf")
     write_gguf(hf, tmp_path / "u.gguf", extra_tensors=[("blk.0.attn_q_norm.weight", np.ones(16, np.float32))])
     with pytest.raises(WeightsError, match="unexpected tensor 'blk.0.attn_q_norm.weight'"):
         load_model(tmp_path / "u.gguf")
