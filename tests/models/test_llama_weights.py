@@ -185,3 +185,31 @@ def test_prepared_weights_warm_start_for_a_gguf_llama(tmp_path, monkeypatch, fmt
     assert warm.weights_cache == "hit" and warm.config == cold.config
     got = [warm.forward(IDS[:5], 0), warm.forward([IDS[5]], 5)]
     assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("layout", ["neox", "normal"])
+def test_compiled_odd_gqa_and_yarn(layout: str) -> None:
+    """The C backend on 9 query heads over 3 KV heads (ratio 3), head_dim 8, YaRN, both layouts."""
+    from caten_lab.models.llama_weights import LlamaWeights
+    from caten_lab.nn.llama import LlamaConfig
+
+    torch.manual_seed(6)
+    hc = transformers.LlamaConfig(vocab_size=80, hidden_size=72, intermediate_size=40, num_hidden_layers=2,
+                                  num_attention_heads=9, num_key_value_heads=3, head_dim=8,
+                                  max_position_embeddings=64, tie_word_embeddings=False, bos_token_id=0,
+                                  eos_token_id=1, rope_parameters={"rope_type": "yarn", "rope_theta": 1e4,
+                                                                   "factor": 4.0, "original_max_position_embeddings": 16})
+    hf = transformers.LlamaForCausalLM(hc).eval()
+    cfg = LlamaConfig.from_hf(hc)
+    sd = {k: v.numpy() for k, v in hf.state_dict().items()}
+    if layout == "normal":
+        cfg = LlamaConfig(**{**vars(cfg), "rope_layout": "normal"})
+        for k in sd:
+            if "q_proj" in k or "k_proj" in k:
+                sd[k] = permute(sd[k], 9 if "q_proj" in k else 3)
+    r = LlamaRunner(LlamaWeights(cfg, sd, "memory"), backend="c", all_logits=True, n_ctx=40)
+    ids = [int(i) for i in np.random.default_rng(2).integers(0, 80, 30)]
+    check_runner(r, hf_logits(hf, ids), ids)
+    with torch.no_grad():
+        want = hf.generate(torch.tensor([ids[:4]]), max_new_tokens=10, do_sample=False, pad_token_id=0)[0].tolist()
+    assert r.generate(ids[:4], 10) == want
