@@ -76,19 +76,45 @@ def load_llama_hf_dir(path: str | os.PathLike, *, mapped: bool = False) -> Llama
     d = Path(path)
     if not d.is_dir():
         raise WeightsError(f"{d}: not a directory", hint="pass the folder that holds config.json and model.safetensors")
-    cfg_file, st_file = d / "config.json", d / "model.safetensors"
-    if not st_file.is_file() and (d / "model.safetensors.index.json").is_file():
-        raise WeightsError(f"{d}: sharded safetensors checkpoints are not supported yet",
-                           hint="merge the shards into one model.safetensors")
-    for f in (cfg_file, st_file):
+    cfg_file, st_file, index = d / "config.json", d / "model.safetensors", d / "model.safetensors.index.json"
+    for f in (cfg_file, st_file if not index.is_file() else index):
         if not f.is_file():
             raise WeightsError(f"{f}: file not found", hint="a Llama directory needs config.json and model.safetensors")
     raw = loads_strict(cfg_file.read_bytes(), str(cfg_file), WeightsError, "config")
     cfg = LlamaConfig.from_hf_dict(raw, str(cfg_file))
     expected = expected_shapes(cfg)
-    header, mm, by_name = open_checked(st_file, expected, prefix=None, embedding=EMBEDDING)
-    sd = {name: tensor_array(mm, header, by_name[name], mapped) for name in expected}
+    shards = {st_file: expected} if st_file.is_file() else _shards(index, expected)
+    opened = [(f, open_checked(f, want, prefix=None, embedding=EMBEDDING)) for f, want in shards.items()]
+    sd = {}
+    for _, (header, mm, by_name) in opened:  # every shard checked above before any tensor is read
+        sd.update({name: tensor_array(mm, header, e, mapped) for name, e in by_name.items() if name in expected})
     return LlamaWeights(cfg, sd, str(d))
+
+
+def _shards(index: Path, expected: dict[str, tuple[int, ...]]) -> dict[Path, dict[str, tuple[int, ...]]]:
+    """The expected tensors of each shard named by ``model.safetensors.index.json`` (its weight_map)."""
+    doc = loads_strict(index.read_bytes(), str(index), WeightsError, "index")
+    wmap = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
+        raise WeightsError(f"{index}: weight_map must map tensor names to shard file names", rule="ENTRY")
+    missing = [n for n in expected if n not in wmap]
+    if missing:
+        raise WeightsError(f"{index}: missing tensors {missing[:5]}", rule="NAMES", hint="the index does not match config.json")
+    extra = [n for n in wmap if n not in expected and n != "lm_head.weight"]
+    if extra:
+        raise WeightsError(f"{index}: unexpected tensors {extra[:5]}", rule="NAMES", hint="the index does not match config.json")
+    if "lm_head.weight" in wmap and "lm_head.weight" not in expected and wmap["lm_head.weight"] != wmap[EMBEDDING]:
+        raise WeightsError(f"{index}: the tied lm_head.weight is not in the embedding's shard", rule="TIED",
+                           hint="a tied head must be stored with the embedding (or left out)")
+    shards: dict[Path, dict[str, tuple[int, ...]]] = {}
+    for name, file in wmap.items():
+        shard = index.parent / file
+        if shard.parent != index.parent or not shard.is_file():
+            raise WeightsError(f"{index}: shard {file!r} is not a file next to the index", rule="ENTRY")
+        want = shards.setdefault(shard, {})
+        if name in expected:
+            want[name] = expected[name]
+    return shards
 
 
 _GGUF_GLOBAL = {"token_embd.weight": EMBEDDING, "output_norm.weight": "model.norm.weight",

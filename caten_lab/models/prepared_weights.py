@@ -107,11 +107,14 @@ def _code_fingerprint() -> str:
 
 
 def source_files(path: str | os.PathLike) -> list[Path] | None:
-    """The files a model is read from (HF dir: config.json + model.safetensors; or one .gguf)."""
+    """The files a model is read from (HF dir: config.json + model.safetensors, or + the shard index
+    and every ``*.safetensors`` shard; or one .gguf)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".gguf":
         return [p]
     files = [p / "config.json", p / "model.safetensors"]
+    if p.is_dir() and not files[1].is_file() and (p / "model.safetensors.index.json").is_file():
+        files = [files[0], p / "model.safetensors.index.json", *sorted(p.glob("*.safetensors"))]
     return files if p.is_dir() and all(f.is_file() for f in files) else None
 
 

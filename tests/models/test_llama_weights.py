@@ -213,3 +213,23 @@ def test_compiled_odd_gqa_and_yarn(layout: str) -> None:
     with torch.no_grad():
         want = hf.generate(torch.tensor([ids[:4]]), max_new_tokens=10, do_sample=False, pad_token_id=0)[0].tolist()
     assert r.generate(ids[:4], 10) == want
+
+
+def test_sharded_hf_directory(tmp_path) -> None:
+    hf = hf_model(seed=7)
+    hf.save_pretrained(tmp_path, max_shard_size="40KB")
+    shards = sorted(tmp_path.glob("model-*.safetensors"))
+    assert len(shards) > 1 and (tmp_path / "model.safetensors.index.json").is_file()
+    r = load_model(tmp_path, backend="numpy", all_logits=True)
+    check_runner(r, hf_logits(hf, IDS), IDS)
+    shards[-1].unlink()
+    with pytest.raises(WeightsError, match="is not a file next to the index"):
+        load_llama(tmp_path)
+
+
+def test_sharded_directory_identity_covers_every_shard(tmp_path) -> None:
+    from caten_lab.models import prepared_weights
+
+    hf_model(seed=8).save_pretrained(tmp_path, max_shard_size="40KB")
+    files = prepared_weights.source_files(tmp_path)
+    assert set(files) >= set(tmp_path.glob("model-*.safetensors")) and tmp_path / "config.json" in files
