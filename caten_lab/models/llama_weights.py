@@ -15,7 +15,7 @@ as stored and the config says ``rope_layout = "normal"`` (HF directories: ``"neo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,9 @@ class LlamaWeights:
     config: LlamaConfig
     state_dict: dict[str, np.ndarray]
     source: str
+    # GGUF read with dequantize=False: the 2-D weights as stored, name -> (ggml type name, the file's
+    # data for it: a memory-mapped array); state_dict then holds the rest (the norms, float32)
+    raw: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
 
 
 def expected_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -143,8 +146,9 @@ def gguf_name_map(gguf_name: str) -> str | None:
     return None
 
 
-def load_llama_gguf(path: str | os.PathLike) -> LlamaWeights:
-    """A llama GGUF file, every tensor dequantized to float32 (F16 kept as float16)."""
+def load_llama_gguf(path: str | os.PathLike, *, dequantize: bool = True) -> LlamaWeights:
+    """A llama GGUF file, every tensor dequantized to float32 (F16 kept as float16); with
+    ``dequantize=False`` the 2-D weights stay as the file stores them (``LlamaWeights.raw``)."""
     f = GGUFFile(path)
     where = str(f.path)
     tensors, factors = {}, None
@@ -169,5 +173,8 @@ def load_llama_gguf(path: str | os.PathLike) -> LlamaWeights:
                                 freq_factors=freq)
     entries = [TensorEntry(n, "F32", GGUFFile.shape(t), 0, 0) for n, t in tensors.items()]
     check_model_tensors(where, entries, expected_shapes(cfg), prefix=None, embedding=EMBEDDING)
-    sd = {name: f.dequantized(t) for name, t in tensors.items()}
-    return LlamaWeights(cfg, sd, where)
+    if dequantize:
+        return LlamaWeights(cfg, {name: f.dequantized(t) for name, t in tensors.items()}, where)
+    raw = {name: (t.tensor_type.name, t.data) for name, t in tensors.items() if len(t.shape) == 2}
+    sd = {name: f.dequantized(t, keep_f16=False) for name, t in tensors.items() if name not in raw}
+    return LlamaWeights(cfg, sd, where, raw)

@@ -13,7 +13,7 @@ import transformers
 from caten_lab.formats.rules import WeightsError
 from caten_lab.models.gpt2 import GPT2Runner
 from caten_lab.models.llama import LlamaRunner
-from caten_lab.models.llama_weights import load_llama
+from caten_lab.models.llama_weights import load_llama, load_llama_gguf
 from caten_lab.models.loader import architecture, load_model
 from caten_lab.nn.rope import inv_freq
 
@@ -233,3 +233,19 @@ def test_sharded_directory_identity_covers_every_shard(tmp_path) -> None:
     hf_model(seed=8).save_pretrained(tmp_path, max_shard_size="40KB")
     files = prepared_weights.source_files(tmp_path)
     assert set(files) >= set(tmp_path.glob("model-*.safetensors")) and tmp_path / "config.json" in files
+
+
+def test_gguf_raw_weights_are_the_files_bytes(tmp_path) -> None:
+    """``dequantize=False`` keeps each 2-D weight as stored (for the quantized-graph path): the same
+    values as the dequantized load once decoded, and views of the file, not copies."""
+    hf = hf_model(seed=9)
+    write_gguf(hf, tmp_path / "m.gguf", Q.Q4_1)
+    full = load_llama(tmp_path / "m.gguf")
+    raw = load_llama_gguf(tmp_path / "m.gguf", dequantize=False)
+    assert set(raw.raw) | set(raw.state_dict) == set(full.state_dict) and not set(raw.raw) & set(raw.state_dict)
+    for name, (kind, data) in raw.raw.items():
+        assert kind == "Q4_1" and not data.flags.owndata
+        decoded = gguf.dequantize(data, Q[kind]).reshape(full.state_dict[name].shape)
+        np.testing.assert_array_equal(decoded, full.state_dict[name])
+    for name, arr in raw.state_dict.items():
+        assert arr.ndim == 1 and np.array_equal(arr, full.state_dict[name])
