@@ -78,10 +78,11 @@ class LlamaConfig:
         if d.get("model_type", "llama") != "llama":
             raise _error(where, f"model_type is {d.get('model_type')!r}, expected 'llama'")
         for key in d:
-            if key not in _HF_FIELDS and key not in _HF_INERT and key not in ("rope_parameters", "rope_scaling"):
+            if key not in _HF_FIELDS and key not in _HF_INERT and key not in _HF_FIXED_UNREAD \
+                    and key not in ("rope_parameters", "rope_scaling"):
                 raise _error(where, f"key {key!r} is not implemented (value {d[key]!r})",
                              hint="caten_lab's Llama does not know what it changes; refusing rather than guessing")
-        for key, want in _HF_FIXED.items():
+        for key, want in {**_HF_FIXED, **_HF_FIXED_UNREAD}.items():
             if d.get(key) not in (None, want):
                 raise _error(where, f"{key}={d[key]!r} is not implemented (caten_lab's Llama has {want!r})")
         kw = {k: d[k] for k in _HF_FIELDS if d.get(k) is not None}
@@ -157,8 +158,11 @@ _HF_INERT = frozenset({
     "vocab_file", "bad_words_ids", "task_specific_params", "keys_to_ignore_at_inference",
     "is_encoder_decoder", "tie_encoder_decoder", "add_cross_attention", "cross_attention_hidden_size",
     "prefix", "sep_token_id", "decoder_start_token_id", "torchscript", "pruned_heads",
+    "is_llama_config", "transformers.js_config",  # in SmolLM2's config.json (nanotron / transformers.js)
 })
 _HF_FIXED = {"attention_bias": False, "mlp_bias": False, "hidden_act": "silu"}
+# keys transformers' Llama does not read whose other values mean another computation elsewhere
+_HF_FIXED_UNREAD = {"rope_interleaved": False}
 _GGUF_REQUIRED = ("llama.embedding_length", "llama.block_count", "llama.feed_forward_length",
                   "llama.attention.head_count", "llama.context_length")
 _GGUF_KEYS = frozenset(_GGUF_REQUIRED) | {

@@ -190,3 +190,23 @@ def test_gguf_config() -> None:
 def test_gguf_config_refusals_name_the_key(change: dict, message: str) -> None:
     with pytest.raises(WeightsError, match=message):
         LlamaConfig.from_gguf({**GGUF, **change}, "f.gguf", vocab_size=50)
+
+
+SMOLLM2_JSON = {  # the keys of HuggingFaceTB/SmolLM2-135M-Instruct's config.json
+    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
+    "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 576, "initializer_range": 0.041,
+    "intermediate_size": 1536, "is_llama_config": True, "max_position_embeddings": 8192, "mlp_bias": False,
+    "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30, "num_key_value_heads": 3,
+    "pad_token_id": 2, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_interleaved": False,
+    "rope_scaling": None, "rope_theta": 100000, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+    "transformers.js_config": {"kv_cache_dtype": {"q4f16": "float16", "fp16": "float16"}},
+    "transformers_version": "4.42.3", "use_cache": True, "vocab_size": 49152,
+}
+
+
+def test_a_real_config_json() -> None:
+    cfg = LlamaConfig.from_hf_dict(SMOLLM2_JSON, "config.json")
+    assert (cfg.head_dim, cfg.kv_heads, cfg.rope_theta, cfg.rope_scaling, cfg.rope_layout) == (64, 3, 100000, None,
+                                                                                                "neox")
+    with pytest.raises(WeightsError, match="rope_interleaved=True is not implemented"):
+        LlamaConfig.from_hf_dict({**SMOLLM2_JSON, "rope_interleaved": True}, "config.json")
