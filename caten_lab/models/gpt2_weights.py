@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from caten_lab.formats.gguf_layout import check_gguf_layout, reader_error
+from caten_lab.formats.gguf_header import open_gguf
 from caten_lab.formats.model_check import check_model_tensors
 from caten_lab.formats.rules import WeightsError
 from caten_lab.formats.safetensors_header import SafetensorsHeader, TensorEntry, check_header
@@ -283,11 +283,7 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
     p = Path(path)
     if not p.is_file():
         raise WeightsError(f"{p}: file not found")
-    try:
-        reader = gguf.GGUFReader(str(p))
-    except Exception as exc:  # the gguf package raises ValueError/IndexError/struct errors
-        raise reader_error(str(p), exc) from None
-    check_gguf_layout(str(p), reader, p.stat().st_size, gguf.GGML_QUANT_SIZES)
+    _, reader = open_gguf(p)  # the strict header walk and layout checks, then the gguf package's reader
 
     def field(key: str, default: object = None) -> object:
         f = reader.fields.get(key)
