@@ -65,7 +65,10 @@ RUNTIME_FILES = (
     "st_loader.c",
     "weight_read.c",
     "vocab_check.c",
+    "gguf_reader.h",
+    "gguf_reader.c",
     "model_buffers.c",
+    "gguf_weights.c",
     "tok_tables.c",
     "vocab_tables.c",
     "context.c",
@@ -162,7 +165,7 @@ def export_library(
     includes: dict[str, str | bytes] = {f: fill(c_file(f), values) for f in (*RUNTIME_FILES, *spec.files)}
     includes["rules.h"] = (resources.files("caten_lab.formats") / "rules.h").read_text(encoding="utf-8")
     vocab_hash = fnv64((Path(workflow.model_dir) / "vocab.json").read_bytes())
-    model_blob = model_tables(runner, runner.n_ctx, vocab_hash)
+    model_blob = model_tables(runner, runner.n_ctx, vocab_hash, getattr(workflow, "source", None))
     tok_blob = pack_static(tok.static_args())
     check_tokenizer_tables(tok_blob)
     for stem, symbol, blob in (("model", "ct_m", model_blob), ("tokenizer", "ct_tok", tok_blob)):

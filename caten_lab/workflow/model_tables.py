@@ -39,7 +39,7 @@ WEIGHT_FIELDS = ("buf", "name", "ndim", "shape0", "shape1", "shape2", "shape3", 
 MAX_WEIGHT_DIMS = 4
 
 # how the compiled program stores a weight (models/quantize.py format_graph): suffix -> (format, dtype)
-_STORED = {".fp16": ("fp16", np.float16), ".int8": ("int8", np.int8), ".scale": ("scale", np.float32)}
+STORED_SUFFIXES = {".fp16": ("fp16", np.float16), ".int8": ("int8", np.int8), ".scale": ("scale", np.float32)}
 
 
 class ExportError(CatenError):
@@ -146,7 +146,7 @@ def weight_entry(b: int, name: str, info: Any, hf: dict[str, tuple[int, ...]], w
     the traced program and the file layout is refused here rather than computed wrong there.
     """
     base, (fmt, dtype) = name, ("fp32", np.float32)
-    for suffix, stored in _STORED.items():
+    for suffix, stored in STORED_SUFFIXES.items():
         if name.endswith(suffix):
             base, (fmt, dtype) = name[: -len(suffix)], stored
     if base not in hf:
@@ -195,6 +195,17 @@ def weight_records(weights: list[Weight], names: list[str]) -> tuple[np.ndarray,
     return records.reshape(-1), np.frombuffer(bytes(text) or b"\0", dtype=np.uint8)
 
 
+def no_weight_tables() -> dict[str, object]:
+    """The safetensors weight tables of a library whose weights come from elsewhere (none)."""
+    return {"weights": np.zeros(len(WEIGHT_FIELDS), dtype=np.int64), "names": np.zeros(1, dtype=np.uint8), "nweights": 0}
+
+
+def no_bind_tables() -> dict[str, object]:
+    """The GGUF bind tables (workflow/weight_source.py) of a library that reads safetensors (none)."""
+    return {"source": 0, "binds": np.zeros(12, dtype=np.int64), "nbinds": 0, "bind_names": np.zeros(1, dtype=np.uint8),
+            "consts": np.zeros(1, dtype=np.uint8), "arch": np.zeros(1, dtype=np.uint8)}
+
+
 def size_code(d: Any, index: dict[str, int], what: str) -> list[int]:
     """The terms (coefficient, degree, symbol index x degree) of the polynomial ``d`` over the symbols
     ``index`` (name -> position in ``sym``), as c/model_tables.c ``ct_elems`` evaluates them."""
@@ -215,8 +226,12 @@ def size_code(d: Any, index: dict[str, int], what: str) -> list[int]:
     return code
 
 
-def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
-    """The compiled program's buffers, symbols and weights as the data c/model_tables.c reads."""
+def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None) -> StaticBlob:
+    """The compiled program's buffers, symbols and weights as the data c/model_tables.c reads.
+
+    ``source``: where the library reads the weights; None: an HF GPT-2 safetensors file (the
+    ``ct_weight`` records), else an object with ``tables(inputs, weight_format)`` giving the weight
+    tables (workflow/weight_source.py: a GGUF file)."""
     prog = runner.program
     if getattr(prog, "schedule", None) is None or prog.c_source is None:
         raise ExportError("the model was not compiled with the C backend", hint="export needs backend='c'")
@@ -231,8 +246,7 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
     n_slots = (max(slot_of.values()) + 1) if slot_of else 0
     names = list(sched.buffers)
     kinds, slots, items, size_at, code = [], [], [], [0], []
-    hf = expected_shapes(runner.config)
-    weights: list[Weight] = []
+    inputs: list[tuple[int, str, Any]] = []
     for b, name in enumerate(names):
         info = sched.buffers[name]
         kind = "tokens" if name == runner.tokens_name else info.kind
@@ -244,13 +258,19 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
             if slot < 0:
                 slot, n_slots = n_slots, n_slots + 1
         if kind == "input":
-            weights.append(weight_entry(b, name, info, hf, runner.weight_format))
+            inputs.append((b, name, info))
         kinds.append(KIND_CODES[kind])
         slots.append(slot)
         items.append(np.dtype(info.dtype.np).itemsize)
         code += size_code(numel(tuple(info.shape)), index, f"buffer {name!r}")
         size_at.append(len(code))
-    records, wnames = weight_records(weights, names)
+    if source is None:
+        hf = expected_shapes(runner.config)
+        records, wnames = weight_records([weight_entry(b, n, i, hf, runner.weight_format) for b, n, i in inputs], names)
+        weight_tables = {"weights": records, "names": wnames, "nweights": len(records) // len(WEIGHT_FIELDS),
+                         **no_bind_tables()}
+    else:
+        weight_tables = source.tables(inputs, runner.weight_format)
     tables = {
         "kind": np.asarray(kinds, dtype=np.int64),
         "slot": np.asarray(slots, dtype=np.int64),
@@ -258,8 +278,6 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
         "size_at": np.asarray(size_at, dtype=np.int64),
         "size_code": np.asarray(code or [0], dtype=np.int64),
         "sym_role": np.asarray([MODEL_SYMBOLS.index(s) for s in syms] or [0], dtype=np.int64),
-        "weights": records,
-        "names": wnames,
         "vocab_hash": np.asarray([vocab_hash], dtype=np.uint64).view(np.int64),
         "nbuf": len(names),
         "nsym": len(syms),
@@ -269,6 +287,6 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
         "eos": int(runner.config.eos_token_id),
         "tokens_buf": names.index(runner.tokens_name),
         "out_buf": names.index(sched.outputs[0]),
-        "nweights": len(records) // len(WEIGHT_FIELDS),
+        **weight_tables,
     }
     return pack_static(tables)

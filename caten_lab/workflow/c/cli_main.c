@@ -26,7 +26,8 @@ static void usage(const char *argv0) {
     "          [--top-p P] [--repetition-penalty R] [--seed S] [--vocab FILE] [--merges FILE]\n"
     "          [--no-eos-stop] [--ids]\n"
     "Generates text with the exported GPT-2 workflow (no Python involved).\n"
-    "--weights: model.safetensors or its directory; --ids prints token ids instead of text.\n"
+    "--weights: model.safetensors or its directory (--model FILE.gguf: the same, for a library exported\n"
+    "from a GGUF file); --ids prints token ids instead of text.\n"
     "The matmul weights are stored as " @U@_WEIGHT_FORMAT " (converted while loading).\n", argv0);
 }
 
@@ -85,7 +86,7 @@ int main(int argc, char **argv) {
     if (strncmp(a, "--", 2) != 0) { fprintf(stderr, "error (argument): unexpected argument '%s'\n", a); usage(argv[0]); return 1; }
     if (!v) { fprintf(stderr, "error (argument): %s needs a value\n", a); usage(argv[0]); return 1; }
     i++;
-    if (!strcmp(a, "--weights")) weights = v;
+    if (!strcmp(a, "--weights") || !strcmp(a, "--model")) weights = v;
     else if (!strcmp(a, "--vocab")) vocab = v;
     else if (!strcmp(a, "--merges")) merges = v;
     else if (!strcmp(a, "--prompt")) prompt = v;
@@ -98,7 +99,7 @@ int main(int argc, char **argv) {
     else { fprintf(stderr, "error (argument): unknown option %s\n", a); usage(argv[0]); return 1; }
     if (!ok) return 1;
   }
-  if (!weights) { fprintf(stderr, "error (argument): --weights is required\n"); usage(argv[0]); return 1; }
+  if (!weights) { fprintf(stderr, "error (argument): --weights (or --model) is required\n"); usage(argv[0]); return 1; }
   int err = 0;
   @P@_ctx *ctx = @P@_init(weights, vocab, merges, &err);
   if (!ctx) { fprintf(stderr, "error (%s): %s\n", @P@_error_name(err), @P@_last_error(NULL)); return 2; }

@@ -53,7 +53,7 @@ API @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const ch
   ct_init_error[0] = 0;
   if (!weights_path) { ct_fail(ct_init_error, "weights_path is NULL"); rc = @U@_ERR_ARGUMENT; goto fail; }
   snprintf(path, sizeof path, "%s", weights_path);
-  {
+  if (CT_SOURCE == 0) {
     size_t n = strlen(path);
     if (n > 0 && path[n - 1] == '/') path[--n] = 0;
     char cand[4096];  /* a directory: use its model.safetensors */
