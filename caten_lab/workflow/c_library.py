@@ -132,6 +132,9 @@ def build(out: Path, name: str, units: dict[str, str], main_c: str, header: str,
             path.write_bytes(content)
         else:
             path.write_text(content)
+    clash = sorted(f"{unit}.c" for unit in units if f"{unit}.c" in includes)
+    if clash:
+        raise ExportError(f"translation units {clash} would overwrite the fixed C files of the same name")
     sources = []
     for unit, text in units.items():
         c = src_dir / f"{unit}.c"
@@ -165,7 +168,8 @@ def export_library(
     includes: dict[str, str | bytes] = {f: fill(c_file(f), values) for f in (*RUNTIME_FILES, *spec.files)}
     includes["rules.h"] = (resources.files("caten_lab.formats") / "rules.h").read_text(encoding="utf-8")
     vocab_hash = fnv64((Path(workflow.model_dir) / "vocab.json").read_bytes())
-    model_blob = model_tables(runner, runner.n_ctx, vocab_hash, getattr(workflow, "source", None))
+    model_blob = model_tables(runner, runner.n_ctx, vocab_hash, getattr(workflow, "source", None),
+                              getattr(workflow, "chat", None))
     tok_blob = pack_static(tok.static_args())
     check_tokenizer_tables(tok_blob)
     for stem, symbol, blob in (("model", "ct_m", model_blob), ("tokenizer", "ct_tok", tok_blob)):

@@ -31,11 +31,12 @@ from caten_lab.workflow.generation import emit_token, generate_loop, model_forwa
 from caten_lab.workflow.host import link_host_calls
 from caten_lab.workflow.model_tables import ExportError, check_c_call
 from caten_lab.workflow.perplexity import export_perplexity
+from caten_lab.workflow.prompt_actions import assemble_prompt
 from caten_lab.workflow.weight_source import GGUFSource
 
 __all__ = ["ExportError", "Exported", "GenerationWorkflow", "export", "generation_workflow"]
 
-GENERATE_C = WorkflowC("workflow_generate.c", ("generate.c",), "generate.h", "cli_main.c")
+GENERATE_C = WorkflowC("workflow_generate.c", ("generate.c", "chat_prompt.c"), "generate.h", "cli_main.c")
 
 
 @dataclass
@@ -48,6 +49,7 @@ class GenerationWorkflow:
     name: str = "gpt2"
     kind: str = "generate"
     source: Any = None  # where the library reads the weights: None = model_dir's safetensors, or a GGUFSource
+    chat: Any = None  # the chat template's layout (workflow/chat_layout.ChatLayout): <name>_chat and --chat
 
 
 def generation_workflow(
@@ -132,7 +134,10 @@ def export(workflow: Any, directory: str | os.PathLike, *, weight_format: str | 
     if workflow.kind == "perplexity":
         return export_perplexity(workflow, directory)
     loop = render_c(generate_loop)
-    return export_library(workflow, directory, GENERATE_C, {"generate_loop": loop_unit(loop)}, [loop.cdef])
+    chat = render_c(assemble_prompt)
+    check_c_call(assemble_prompt, chat.entry)
+    units = {"generate_loop": loop_unit(loop), "prompt_assembly": chat.source}
+    return export_library(workflow, directory, GENERATE_C, units, [loop.cdef, chat.cdef])
 
 
 def loop_unit(loop: Any = None) -> str:

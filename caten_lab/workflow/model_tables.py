@@ -82,6 +82,9 @@ C_CALLS = {
         "history:i32[1] one:i32[1] temperature:f64 top_k:i64 top_p:f64 repetition_penalty:f64 "
         "seed_hi:i64 seed_lo:i64 x:f64[1] p:f64[1] order:i32[1] seen:u8[1] st:i64[1] -> i64"
     ),
+    "assemble_prompt": (
+        "kinds:i32[1] values:i32[1] n_parts:i64 seg_ids:i32[1] seg_start:i32[1] n_vocab:i64 out:i32[1] cap:i64 -> i64"
+    ),
     "chunk_end": "buf:u8[1] n:i64 last:i32 -> i64",
     "next_window": "tokens:i32[1] n_tokens:i64 start:i64 window:i64 out:i32[1] -> i64",
     "window_nll": "logits:f32[2] tokens:i32[1] n:i64 -> f64",
@@ -226,12 +229,21 @@ def size_code(d: Any, index: dict[str, int], what: str) -> list[int]:
     return code
 
 
-def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None) -> StaticBlob:
+def chat_tables(layout: Any) -> dict[str, object]:
+    """The chat layouts of c/chat_prompt.c (``layout``: a workflow/chat_layout.ChatLayout, or None:
+    the library has no chat template)."""
+    if layout is None:
+        return {"has_chat": 0, "chat_parts": np.zeros(4, dtype=np.int32), "chat_starts": np.zeros(3, dtype=np.int32),
+                "chat_text": np.zeros(1, dtype=np.uint8)}
+    return {"has_chat": 1, **layout.tables()}
+
+
+def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None, chat: Any = None) -> StaticBlob:
     """The compiled program's buffers, symbols and weights as the data c/model_tables.c reads.
 
     ``source``: where the library reads the weights; None: an HF GPT-2 safetensors file (the
     ``ct_weight`` records), else an object with ``tables(inputs, weight_format)`` giving the weight
-    tables (workflow/weight_source.py: a GGUF file)."""
+    tables (workflow/weight_source.py: a GGUF file). ``chat``: the chat template's layout, if any."""
     prog = runner.program
     if getattr(prog, "schedule", None) is None or prog.c_source is None:
         raise ExportError("the model was not compiled with the C backend", hint="export needs backend='c'")
@@ -288,5 +300,6 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None) -
         "tokens_buf": names.index(runner.tokens_name),
         "out_buf": names.index(sched.outputs[0]),
         **weight_tables,
+        **chat_tables(chat),
     }
     return pack_static(tables)

@@ -169,6 +169,9 @@ def test_wrong_files_are_refused(exported, tmp_path) -> None:
     # another GPT-2 (the corpus's: width 4, 16 tokens): every tensor has other dims
     r = run_cli(out.cli, "--model", str(REPO / "tests" / "corpus" / "gguf" / "valid-f32.gguf"), "--tokens", "3")
     assert r.returncode == 2 and "error (mismatch)" in r.stderr and "the exported model expects" in r.stderr, r.stderr
+    # a library exported without a chat template
+    r = run_cli(out.cli, "--model", str(path), "--chat", "--prompt", "hi", "--tokens", "3")
+    assert r.returncode == 2 and "without a chat template (tokenizer.chat_template)" in r.stderr, r.stderr
     # another architecture
     arch = tmp_path / "gpt3.gguf"
     at = data.index(b"gpt2", data.index(b"general.architecture"))

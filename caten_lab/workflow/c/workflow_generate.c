@@ -21,3 +21,4 @@
 #include "actions.h"
 #include "context.c"
 #include "generate.c"
+#include "chat_prompt.c"
