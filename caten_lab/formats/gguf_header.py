@@ -30,7 +30,7 @@ from typing import Any
 from caten_lab.formats.gguf_layout import TensorSpan, check_tensor_layout, reader_error
 from caten_lab.formats.rules import WeightsError
 
-__all__ = ["GGUFHeader", "GGUFTensorInfo", "VALUE_TYPES", "open_gguf", "read_gguf_header"]
+__all__ = ["GGUFHeader", "GGUFTensorInfo", "VALUE_TYPES", "metadata_hash", "open_gguf", "read_gguf_header"]
 
 GGUF_MAGIC = b"GGUF"
 MAX_DIMS = 4
@@ -62,6 +62,7 @@ class GGUFHeader:
     tensors: list[GGUFTensorInfo]
     alignment: int
     data_start: int
+    spans: dict[str, tuple[int, int]]  # key -> the file bytes [begin, end) of its value (from its type field)
 
     def tensor(self, name: str) -> GGUFTensorInfo | None:
         return next((t for t in self.tensors if t.name == name), None)
@@ -155,9 +156,12 @@ def read_gguf_header(path: str | os.PathLike, data: bytes | memoryview | None = 
     if n_kv > w.left() // KV_MIN or n_tensors > w.left() // TENSOR_MIN:
         raise w.fail(f"{n_tensors} tensors and {n_kv} keys cannot fit in the {w.left()} bytes left")
     metadata: dict[str, tuple[int, Any]] = {}
+    spans: dict[str, tuple[int, int]] = {}
     for i in range(n_kv):
         key = w.string(f"metadata key {i}")
+        begin = w.pos
         entry = w.kv_value(key)
+        spans[key] = (begin, w.pos)
         if key in metadata:
             raise w.fail(f"metadata key {key!r} appears twice", "DUPLICATE_KEY")
         metadata[key] = entry
@@ -190,9 +194,20 @@ def read_gguf_header(path: str | os.PathLike, data: bytes | memoryview | None = 
             raise w.fail(f"general.alignment must be a UINT32 power of two, not {VALUE_TYPES[vtype][0]} {alignment!r}")
     start = (w.pos + alignment - 1) // alignment * alignment
     names = {t: _type_name(t) for t in {x.type_id for x in tensors}}
-    spans = [TensorSpan(t.name, names[t.type_id], t.dims[0], t.offset, t.n_bytes) for t in tensors]
-    check_tensor_layout(p, spans, start, alignment, len(data), {names[k]: v for k, v in quant_sizes.items() if k in names})
-    return GGUFHeader(p, len(data), metadata, tensors, alignment, start)
+    layout = [TensorSpan(t.name, names[t.type_id], t.dims[0], t.offset, t.n_bytes) for t in tensors]
+    check_tensor_layout(p, layout, start, alignment, len(data), {names[k]: v for k, v in quant_sizes.items() if k in names})
+    return GGUFHeader(p, len(data), metadata, tensors, alignment, start, spans)
+
+
+def metadata_hash(header: GGUFHeader, data: bytes | memoryview, keys: list[str]) -> int:
+    """FNV-1a 64 of the raw values of ``keys`` in the file's bytes ``data`` (an absent key: one 0xFF
+    byte), as the exported reader's ct_gguf_metadata_hash computes it."""
+    h = 1469598103934665603
+    for key in keys:
+        span = header.spans.get(key)
+        for b in (bytes(data[span[0] : span[1]]) if span else b"\xff"):
+            h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
 
 
 def _package_quant_sizes() -> dict[int, tuple[int, int]]:

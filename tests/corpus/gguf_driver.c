@@ -108,3 +108,6 @@ int drv_array_nums(const char *key, int64_t *ints, double *floats) {
 /* the ggml type table: id -> block, bytes; name */
 int drv_ggml_block(uint32_t type, int64_t *block, int64_t *bytes) { return ct_ggml_block(type, block, bytes); }
 const char *drv_ggml_name(uint32_t type) { return ct_ggml_name(type); }
+
+/* the metadata hash of n keys */
+uint64_t drv_metadata_hash(const char *const *keys, int n) { return ct_gguf_metadata_hash(&G, keys, n); }

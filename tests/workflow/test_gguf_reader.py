@@ -244,3 +244,29 @@ def test_corrupted_smollm2_header_same_verdict(lib, tmp_path) -> None:
         assert c_verdict(lib, p) == v, at
         seen.add(v)
     assert {"HEADER", "BOUNDS"} <= seen
+
+
+TOKENIZER_KEYS = ["tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+                  "tokenizer.ggml.merges", "tokenizer.ggml.no.such.key"]
+
+
+@pytest.mark.parametrize("path", [CORPUS / "gguf" / "valid-every-value-type.gguf", SMOLLM2], ids=lambda p: p.stem)
+def test_metadata_hash_is_pythons(lib, path: Path) -> None:
+    """The identity of a file's tokenizer (the raw bytes of its keys' values), in C and in Python;
+    a one-byte change in one token changes it."""
+    from caten_lab.formats.gguf_header import metadata_hash
+
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (set CATEN_SMOLLM2)")
+    data = path.read_bytes()
+    header = read_gguf_header(path, data)
+    keys = (ctypes.c_char_p * len(TOKENIZER_KEYS))(*[k.encode() for k in TOKENIZER_KEYS])
+    lib.drv_metadata_hash.restype = ctypes.c_uint64
+    assert c_verdict(lib, path) is None
+    h = lib.drv_metadata_hash(keys, len(TOKENIZER_KEYS))
+    assert h == metadata_hash(header, data, TOKENIZER_KEYS)
+    assert h != metadata_hash(header, data, TOKENIZER_KEYS[1:])
+    begin, end = header.spans["tokenizer.ggml.tokens"]
+    at = data.index(b"the", begin, end) if b"the" in data[begin:end] else begin + 20
+    changed = data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
+    assert metadata_hash(read_gguf_header(path, changed), changed, TOKENIZER_KEYS) != h

@@ -272,7 +272,9 @@ static int ct_gguf_walk(ct_gguf *g, const char *path, char *msg) {
     char what[40];
     snprintf(what, sizeof what, "metadata key %lld", (long long)i);
     if ((rc = ct_gw_str(&w, &kv->key, what, NULL))) return rc;
+    kv->raw = g->map + w.pos;
     if ((rc = ct_gw_kv(&w, g, kv, &n_strs))) return rc;
+    kv->raw_len = (uint64_t)(g->map + w.pos - kv->raw);
     int r = cj_set_add(&g->keys, (int64_t)((const uint8_t *)kv->key.ptr - g->map), (int64_t)kv->key.len, 0, i);
     if (r < 0) { ct_fail(msg, "%s: out of memory", path); return CT_ERR_MEMORY; }
     if (!r) return ct_gw_fail(&w, CT_RULE_DUPLICATE_KEY, "metadata key '%.*s' appears twice", (int)(kv->key.len > 200 ? 200 : kv->key.len), kv->key.ptr);
@@ -447,4 +449,14 @@ static int ct_gguf_array(const ct_gguf *g, const char *key, int item_type, const
     return CT_ERR_MISMATCH;
   }
   return CT_OK;
+}
+
+static uint64_t ct_gguf_metadata_hash(const ct_gguf *g, const char *const *keys, int n) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int k = 0; k < n; k++) {
+    const ct_gguf_kv *kv = ct_gguf_find(g, keys[k]);
+    if (!kv) { h ^= 0xFF; h *= 1099511628211ULL; continue; }
+    for (uint64_t i = 0; i < kv->raw_len; i++) { h ^= kv->raw[i]; h *= 1099511628211ULL; }
+  }
+  return h;
 }

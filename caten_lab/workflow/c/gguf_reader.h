@@ -43,6 +43,8 @@ typedef struct {
   uint64_t count;       /* the item count (1 for a scalar) */
   const uint8_t *data;  /* the value (an array's: its first item) in the mapping */
   int64_t first_str;    /* a string array: the index of its first item in ct_gguf.strs */
+  const uint8_t *raw;   /* the value as the file holds it: from its type field to its end */
+  uint64_t raw_len;
 } ct_gguf_kv;
 
 typedef struct {
@@ -92,6 +94,10 @@ static int ct_gguf_array(const ct_gguf *g, const char *key, int item_type, const
 static ct_gguf_str ct_gguf_arr_str(const ct_gguf *g, const ct_gguf_kv *kv, int64_t i);
 static int64_t ct_gguf_arr_int(const ct_gguf_kv *kv, int64_t i);
 static double ct_gguf_arr_float(const ct_gguf_kv *kv, int64_t i);
+
+/* FNV-1a 64 of the raw values of keys[0:n] (ct_gguf_kv.raw; an absent key hashes as one 0xFF byte):
+   the identity of e.g. a file's tokenizer (caten_lab/formats/gguf_header.py metadata_hash). */
+static uint64_t ct_gguf_metadata_hash(const ct_gguf *g, const char *const *keys, int n);
 
 /* The values per block and bytes per block of a ggml type (0, 0 if unknown), and its name. */
 static int ct_ggml_block(uint32_t type, int64_t *block, int64_t *bytes);
