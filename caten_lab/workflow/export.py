@@ -50,6 +50,7 @@ class GenerationWorkflow:
     kind: str = "generate"
     source: Any = None  # where the library reads the weights: None = model_dir's safetensors, or a GGUFSource
     chat: Any = None  # the chat template's layout (workflow/chat_layout.ChatLayout): <name>_chat and --chat
+    tokenizer_keys: tuple[str, ...] = ()  # GGUF keys whose values the library checks are the exported file's
 
 
 def generation_workflow(

@@ -238,7 +238,16 @@ def chat_tables(layout: Any) -> dict[str, object]:
     return {"has_chat": 1, **layout.tables()}
 
 
-def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None, chat: Any = None) -> StaticBlob:
+def tokenizer_check_tables(keys: tuple[str, ...], file_hash: int) -> dict[str, object]:
+    """What c/context.c checks of a GGUF weights file's tokenizer: the hash of these metadata keys'
+    values (formats/gguf_header.metadata_hash) must be the exported file's; no keys: no check."""
+    text = b"".join(k.encode() + b"\0" for k in keys)
+    return {"tok_nkeys": len(keys), "tok_keys": np.frombuffer(text or b"\0", dtype=np.uint8),
+            "tok_hash": np.asarray([file_hash], dtype=np.uint64).view(np.int64)}
+
+
+def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None, chat: Any = None,
+                 tokenizer_check: dict[str, object] | None = None) -> StaticBlob:
     """The compiled program's buffers, symbols and weights as the data c/model_tables.c reads.
 
     ``source``: where the library reads the weights; None: an HF GPT-2 safetensors file (the
@@ -301,5 +310,6 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None, c
         "out_buf": names.index(sched.outputs[0]),
         **weight_tables,
         **chat_tables(chat),
+        **(tokenizer_check or tokenizer_check_tables((), 0)),
     }
     return pack_static(tables)

@@ -208,3 +208,39 @@ def test_bind_records_are_checked_at_export(gguf_files) -> None:
     assert (half.mode, half.nbytes) == ("raw", t.n_bytes)
     with pytest.raises(ExportError, match="general.architecture"):
         GGUFSource(gguf_files["q8_0"], gguf_tensor_name, "llama")
+
+
+def test_the_files_tokenizer_is_checked(gguf_files, tok, tmp_path) -> None:
+    """A library whose tokenizer is the GGUF file's (tokenizer_keys) refuses a file whose tokenizer
+    metadata differs by one merge, and one without it; the file it was exported from generates."""
+    import dataclasses
+    import json
+    import sys
+
+    from caten_lab.workflow.export import export, generation_workflow
+
+    sys.path.insert(0, str(REPO / "tests" / "corpus"))
+    import make_corpus
+
+    vocab = json.loads((MODEL / "vocab.json").read_text(encoding="utf-8"))
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    merges = [ln for ln in (MODEL / "merges.txt").read_text(encoding="utf-8").splitlines()[1:] if ln]
+
+    def with_tokenizer(path: Path, merge_list: list[str]) -> Path:
+        extra = [make_corpus.gguf_kv("tokenizer.ggml.tokens", 9, (8, tokens)),
+                 make_corpus.gguf_kv("tokenizer.ggml.merges", 9, (8, merge_list))]
+        path.write_bytes(make_corpus.gguf_rebuild(gguf_files["f32"].read_bytes(), extra=extra))
+        return path
+
+    good = with_tokenizer(tmp_path / "tok.gguf", merges)
+    other = with_tokenizer(tmp_path / "other.gguf", [merges[1], merges[0], *merges[2:]])
+    wf = dataclasses.replace(generation_workflow(MODEL, weights=good),
+                             tokenizer_keys=("tokenizer.ggml.tokens", "tokenizer.ggml.merges"))
+    out = export(wf, tmp_path / "x")
+    r = run_cli(out.cli, "--model", str(good), "--prompt", "The king said", "--tokens", "8", "--ids")
+    assert r.returncode == 0, r.stderr
+    want = list(wf.runner.stream(tok.encode("The king said"), 8, SamplingOptions(), stop_tokens=[wf.runner.config.eos_token_id]))
+    assert [int(x) for x in r.stdout.split()] == want
+    for bad in (other, gguf_files["f32"]):
+        r = run_cli(out.cli, "--model", str(bad), "--tokens", "3")
+        assert r.returncode == 2 and "error (tokenizer)" in r.stderr and "differs from the one" in r.stderr, r.stderr
