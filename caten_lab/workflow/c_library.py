@@ -74,6 +74,7 @@ RUNTIME_FILES = (
     "vocab_check.c",
     "gguf_reader.h",
     "gguf_reader.c",
+    "gguf_meta.c",
     "model_buffers.c",
     "gguf_weights.c",
     "tok_tables.c",

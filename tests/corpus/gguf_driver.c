@@ -13,6 +13,7 @@
 #include "json_reader.c"
 #include "gguf_reader.h"
 #include "gguf_reader.c"
+#include "gguf_meta.c"
 
 static char MSG[1024];
 static ct_gguf G;

@@ -19,6 +19,7 @@
 #include "vocab_check.c"
 #include "gguf_reader.h"
 #include "gguf_reader.c"
+#include "gguf_meta.c"
 
 static char MSG[1024];
 

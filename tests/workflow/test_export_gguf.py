@@ -220,16 +220,16 @@ def test_the_files_tokenizer_is_checked(gguf_files, tok, tmp_path) -> None:
     from caten_lab.workflow.export import export, generation_workflow
 
     sys.path.insert(0, str(REPO / "tests" / "corpus"))
-    import make_corpus
+    import gguf_cases
 
     vocab = json.loads((MODEL / "vocab.json").read_text(encoding="utf-8"))
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     merges = [ln for ln in (MODEL / "merges.txt").read_text(encoding="utf-8").splitlines()[1:] if ln]
 
     def with_tokenizer(path: Path, merge_list: list[str]) -> Path:
-        extra = [make_corpus.gguf_kv("tokenizer.ggml.tokens", 9, (8, tokens)),
-                 make_corpus.gguf_kv("tokenizer.ggml.merges", 9, (8, merge_list))]
-        path.write_bytes(make_corpus.gguf_rebuild(gguf_files["f32"].read_bytes(), extra=extra))
+        extra = [gguf_cases.gguf_kv("tokenizer.ggml.tokens", 9, (8, tokens)),
+                 gguf_cases.gguf_kv("tokenizer.ggml.merges", 9, (8, merge_list))]
+        path.write_bytes(gguf_cases.gguf_rebuild(gguf_files["f32"].read_bytes(), extra=extra))
         return path
 
     good = with_tokenizer(tmp_path / "tok.gguf", merges)

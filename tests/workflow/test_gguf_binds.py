@@ -74,6 +74,7 @@ HARNESS = r"""
 #include "weight_read.c"
 #include "gguf_reader.h"
 #include "gguf_reader.c"
+#include "gguf_meta.c"
 #include "model_buffers.c"
 #include "gguf_weights.c"
 void caten_run(void **b, const int64_t *sym, int64_t *err) { (void)b; (void)sym; (void)err; }
@@ -115,7 +116,7 @@ def built(tmp_path_factory):
     (src / "model_data.h").write_text(incbin_c(blob, src / "model_tables.bin", "ct_m"))
     values = template_values("t", "fp32")
     for f in ("export_head.c", "model_tables.c", "rules_table.c", "json_reader.c", "st_loader.c", "weight_read.c",
-              "gguf_reader.h", "gguf_reader.c", "model_buffers.c", "gguf_weights.c"):
+              "gguf_reader.h", "gguf_reader.c", "gguf_meta.c", "model_buffers.c", "gguf_weights.c"):
         (src / f).write_text(fill(c_file(f), values))
     from caten_lab.formats.rules import rules_header
 

@@ -2,7 +2,8 @@
    strings, arrays and tensor data are pointers into the mapping (nothing of the tensor data is
    copied or allocated). ct_gguf_open checks the file with the rules of caten_lab/formats/rules.h in
    the order of caten_lab/formats/gguf_header.py, so Python and C give every file the same verdict.
-   Needs rules_table.c and json_reader.c (cj_utf8_valid, cj_set) before gguf_reader.c. */
+   Needs rules_table.c and json_reader.c (cj_utf8_valid, cj_set) before gguf_reader.c; the look-ups
+   are in gguf_meta.c. */
 #ifndef CT_GGUF_READER_H
 #define CT_GGUF_READER_H
 

@@ -13,6 +13,7 @@
 #include "vocab_check.c"
 #include "gguf_reader.h"
 #include "gguf_reader.c"
+#include "gguf_meta.c"
 #include "model_buffers.c"
 #include "gguf_weights.c"
 #include "tokenizer_data.h"
