@@ -30,7 +30,7 @@ from typing import Any
 from caten_lab.formats.gguf_layout import TensorSpan, check_tensor_layout, reader_error
 from caten_lab.formats.rules import WeightsError
 
-__all__ = ["GGUFHeader", "GGUFTensorInfo", "VALUE_TYPES", "metadata_hash", "open_gguf", "read_gguf_header"]
+__all__ = ["GGUFHeader", "GGUFTensorInfo", "VALUE_TYPES", "mapped", "metadata_hash", "open_gguf", "read_gguf_header"]
 
 GGUF_MAGIC = b"GGUF"
 MAX_DIMS = 4
@@ -141,9 +141,7 @@ def read_gguf_header(path: str | os.PathLike, data: bytes | memoryview | None = 
         quant_sizes = _package_quant_sizes()
     p = str(path)
     if data is None:
-        if not Path(p).is_file():
-            raise WeightsError(f"{p}: file not found")
-        data = Path(p).read_bytes()
+        data = mapped(p)
     w = _Walk(p, data)
     if len(data) < 24 or bytes(data[:4]) != GGUF_MAGIC:
         raise w.fail("not a GGUF file (no 'GGUF' magic in its first 24 bytes)")
@@ -199,6 +197,16 @@ def read_gguf_header(path: str | os.PathLike, data: bytes | memoryview | None = 
     return GGUFHeader(p, len(data), metadata, tensors, alignment, start, spans)
 
 
+def mapped(path: str | os.PathLike) -> memoryview | bytes:
+    """The bytes of a file, memory-mapped (read-only; b"" for an empty file)."""
+    import numpy as np
+
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(f"{p}: file not found")
+    return memoryview(np.memmap(p, mode="r")) if p.stat().st_size else b""
+
+
 def metadata_hash(header: GGUFHeader, data: bytes | memoryview, keys: list[str]) -> int:
     """FNV-1a 64 of the raw values of ``keys`` in the file's bytes ``data`` (an absent key: one 0xFF
     byte), as the exported reader's ct_gguf_metadata_hash computes it."""
@@ -228,11 +236,7 @@ def open_gguf(path: str | os.PathLike) -> tuple[GGUFHeader, Any]:
     import gguf
 
     p = Path(path)
-    if not p.is_file():
-        raise WeightsError(f"{p}: file not found")
-    import numpy as np
-
-    header = read_gguf_header(p, memoryview(np.memmap(p, mode="r")) if p.stat().st_size else b"")
+    header = read_gguf_header(p, mapped(p))
     try:
         reader = gguf.GGUFReader(str(p))
     except Exception as exc:  # noqa: BLE001 - not expected after the walk; the package's refusal still wins

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from caten_lab.formats.gguf_header import metadata_hash
+from caten_lab.formats.gguf_header import mapped, metadata_hash
 from caten_lab.models.quantize import FORMATS
 from caten_lab.runtime.objects import compile_objects, current_toolchain, link
 from caten_lab.workflow.cgen import render_c
@@ -181,7 +181,7 @@ def export_library(
     if keys:
         if source is None or source.header is None:
             raise ExportError("tokenizer_keys need a GGUF weights source (their values are checked in that file)")
-        check = tokenizer_check_tables(keys, metadata_hash(source.header, source.path.read_bytes(), list(keys)))
+        check = tokenizer_check_tables(keys, metadata_hash(source.header, mapped(source.path), list(keys)))
     model_blob = model_tables(runner, runner.n_ctx, vocab_hash, source, getattr(workflow, "chat", None), check)
     tok_blob = pack_static(tok.static_args())
     check_tokenizer_tables(tok_blob)

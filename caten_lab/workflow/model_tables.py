@@ -8,7 +8,11 @@ into one blob (``workflow/tokenizers/static_data.pack_static``) that the library
   polynomial in the program's symbols (``size_code``: terms of coefficient, degree, symbol indices),
   derived from the symbolic shape itself, never from rendered C text;
 - per symbol: its role (0 = seq, the call's token count; 1 = pos, its start position);
-- per file tensor: a ``ct_weight`` record (``WEIGHT_FIELDS``) and its NUL-terminated name;
+- the weights, by their source (``ct_m_source``): for a safetensors file one ``ct_weight`` record
+  (``WEIGHT_FIELDS``) per file tensor and its NUL-terminated name; for a GGUF file one ``ct_bind``
+  record per program input (workflow/weight_source.py: raw bytes, float values or a constant table);
+- the chat template's layout (``chat_tables``: c/chat_prompt.c) and, for a GGUF tokenizer, the hash
+  of its metadata the library checks (``tokenizer_check_tables``);
 - scalars: counts, context, vocabulary size, end-of-text id, the token and logits buffers, and the
   FNV-1a hash of the exported vocabulary file.
 
