@@ -22,7 +22,7 @@ from caten_lab.formats.strict_json import loads_strict
 from caten_lab.models.weight_files import GGUFFile, import_gguf, open_checked, read_safetensors, tensor_array
 from caten_lab.nn.gpt2 import GPT2Config
 
-__all__ = ["GPT2Weights", "WeightsError", "config_from_dict", "expected_shapes", "load_gguf", "load_hf_dir",
+__all__ = ["GPT2Weights", "WeightsError", "config_from_dict", "expected_shapes", "gguf_tensor_name", "load_gguf", "load_hf_dir",
            "open_checked", "read_safetensors", "save_gguf", "validate_state_dict"]
 
 
@@ -210,6 +210,23 @@ def _hf_name(gguf_name: str) -> str | None:
         _, idx, rest = gguf_name.split(".", 2)
         if rest in _GGUF_BLOCK:
             return f"transformer.h.{idx}.{_GGUF_BLOCK[rest]}"
+    return None
+
+
+def gguf_tensor_name(hf_name: str) -> str | None:
+    """The llama.cpp GGUF name of an HF GPT-2 tensor (``transformer.h.0.attn.c_attn.weight`` ->
+    ``blk.0.attn_qkv.weight``), None for a name GGUF files do not hold."""
+    name = hf_name if hf_name.startswith(("transformer.", "lm_head.")) else "transformer." + hf_name
+    if name == "lm_head.weight":
+        return "output.weight"
+    for g, hf in _GGUF_GLOBAL.items():
+        if hf == name:
+            return g
+    if name.startswith("transformer.h."):
+        idx, rest = name[len("transformer.h."):].split(".", 1)
+        for g, hf in _GGUF_BLOCK.items():
+            if hf == rest:
+                return f"blk.{idx}.{g}"
     return None
 
 

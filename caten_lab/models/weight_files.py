@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from caten_lab.formats.gguf_layout import check_gguf_layout, reader_error
+from caten_lab.formats.gguf_header import open_gguf
 from caten_lab.formats.model_check import check_model_tensors
 from caten_lab.formats.rules import WeightsError
 from caten_lab.formats.safetensors_header import SafetensorsHeader, TensorEntry, check_header
@@ -92,11 +92,8 @@ class GGUFFile:
         self.path = Path(path)
         if not self.path.is_file():
             raise WeightsError(f"{self.path}: file not found")
-        try:
-            self.reader = self.gguf.GGUFReader(str(self.path))
-        except Exception as exc:  # the gguf package raises ValueError/IndexError/struct errors
-            raise reader_error(str(self.path), exc) from None
-        check_gguf_layout(str(self.path), self.reader, self.path.stat().st_size, self.gguf.GGML_QUANT_SIZES)
+        # the strict header walk and layout checks (formats/gguf_header.py), then the gguf package's reader
+        self.header, self.reader = open_gguf(self.path)
 
     def field(self, key: str, default: object = None) -> object:
         """A metadata value as Python (numpy scalars unwrapped), or ``default`` when absent."""
