@@ -11,7 +11,8 @@ threads would otherwise hold the process).
     RESULT:  {"tokens": [[ids of text 0], ...]}
 
 ``llamacpp_tokens(model, texts, ...)`` runs it and caches the result in a directory keyed by the
-model file's and the texts' hashes, so the test suite calls llama.cpp once per corpus.
+model file's and the texts' hashes, so the test suite calls llama.cpp once per corpus;
+``llamacpp_special_ids(model)`` gives the BOS/EOS/EOT/EOG ids the loader reports (its log lines).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,7 @@ def _serve(request: dict) -> list[list[int]]:
     params.cpuparams.n_threads = 1
     params.cpuparams_batch.n_threads = 1
     params.warmup = False
+    params.verbosity = 4  # the loader's INFO lines name the BOS/EOS/EOT/EOG tokens
     server = xllamacpp.Server(params)
     address = server.listening_address
     out = []
@@ -56,27 +59,49 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def llamacpp_special_ids(model: str | Path, cache_dir: str | Path | None = None) -> dict[str, list[int]]:
+    """``{"BOS": [id], "EOS": [id], "EOT": [id], "EOG": [ids...]}`` as llama.cpp's loader prints them."""
+    return _run(Path(model), [], False, True, cache_dir)["special"]
+
+
 def llamacpp_tokens(model: str | Path, texts: list[str], *, add_special: bool = False, parse_special: bool = True,
                     cache_dir: str | Path | None = None) -> list[list[int]]:
     """llama.cpp's token ids of each text (cached by model and corpus hash)."""
-    model = Path(model)
+    return _run(Path(model), texts, add_special, parse_special, cache_dir)["tokens"]
+
+
+def _special_lines(log: str) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for name, tid in re.findall(r"print_info: (BOS|EOS|EOT|EOG) token +=\s*(\d+)", log):
+        found.setdefault(name, []).append(int(tid))
+    return found
+
+
+def _run(model: Path, texts: list[str], add_special: bool, parse_special: bool,
+         cache_dir: str | Path | None) -> dict:
     request = {"model": str(model), "texts": texts, "add_special": add_special, "parse_special": parse_special}
     key = hashlib.sha256(json.dumps({**request, "model": _file_digest(model)}).encode()).hexdigest()[:32]
     cache = Path(cache_dir or os.environ.get("CATEN_LLAMACPP_CACHE", Path(tempfile.gettempdir()) / "caten_llamacpp"))
     cached = cache / f"tokens-{key}.json"
     if cached.exists():
-        return json.loads(cached.read_text())["tokens"]
+        return json.loads(cached.read_text())
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
-        proc = subprocess.run([sys.executable, __file__, str(req), str(res)], capture_output=True, text=True,
-                              timeout=1200)
+        for attempt in range(2):  # a rare start-up stall of the server: try once more
+            try:
+                proc = subprocess.run([sys.executable, __file__, str(req), str(res)], capture_output=True,
+                                      text=True, timeout=300)
+                break
+            except subprocess.TimeoutExpired:
+                if attempt == 1:
+                    raise
         if proc.returncode != 0 or not res.exists():
             raise RuntimeError(f"llama.cpp tokenize failed ({proc.returncode}): {proc.stderr[-2000:]}")
-        tokens = json.loads(res.read_text())["tokens"]
-    cached.write_text(json.dumps({"tokens": tokens}))
-    return tokens
+        result = {"tokens": json.loads(res.read_text())["tokens"], "special": _special_lines(proc.stderr)}
+    cached.write_text(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":
