@@ -25,7 +25,7 @@ from llamacpp_tokenize import llamacpp_special_ids, llamacpp_tokens
 from caten_lab.errors import CatenError
 from caten_lab.workflow.tokenizers import tokenizer_from_gguf
 from caten_lab.workflow.tokenizers._action import entry_args
-from caten_lab.workflow.tokenizers.corpus import local_text, varied_text
+from caten_lab.workflow.tokenizers.corpus import all_code_points_text, local_text, varied_text
 from caten_lab.workflow.tokenizers.static_data import pack_static
 
 MB_CHARS = 700_000  # about 1.04 MB of UTF-8
@@ -155,6 +155,16 @@ def test_smollm2_chat_prompt_and_flags_match_llamacpp(smollm2, smollm2_gguf, cac
     ids = smollm2.encode(chat)
     assert ids[0] == 1 and smollm2.decode(ids, special=True) == chat
     assert smollm2.decode(ids) == chat.replace("<|im_start|>", "").replace("<|im_end|>", "")
+
+
+@pytest.mark.parametrize("which", ["smollm2", "llama3"])
+def test_every_code_point_matches_llamacpp(which, smollm2_gguf, gpt2_files_dir, cache_dir):
+    """All 1.1M code points (4.4 MB): llama.cpp's Unicode 15.1 classes, not tiktoken's Unicode 16."""
+    path = smollm2_gguf if which == "smollm2" else gpt2_files_dir / "llama3" / "tok.gguf"
+    text = all_code_points_text()
+    ref = llamacpp_tokens(path, [text], cache_dir=cache_dir)[0]
+    ours = tokenizer_from_gguf(path, compiled=True).encode(text, add_special=False)
+    assert_same(ours, ref, f"{which}, every code point")
 
 
 def test_smollm2_decode_round_trip_1mb(smollm2, corpus):

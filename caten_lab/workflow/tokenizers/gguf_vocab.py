@@ -37,7 +37,7 @@ from caten_lab.workflow.tokenizers.gguf_meta import (
     VocabMeta,
     read_vocab_meta,
 )
-from caten_lab.workflow.tokenizers.tables import build_bytes_table, build_pair_table
+from caten_lab.workflow.tokenizers.tables import build_bytes_table, build_pair_table, class_table
 
 SPACE = "\u2581"
 
@@ -77,7 +77,8 @@ def _bpe_tables(meta: VocabMeta) -> GGUFTables:
     args = {k: t[k] for k in ("stage1", "stage2", "byte_ids", "vslots", "vmask", "voffsets", "vdata", "pleft",
                               "pright", "prank", "presult", "pmask", "offsets", "data", "n_vocab")}
     nspecial = int(len(sids)) if any(meta.types[i] != NORMAL for i in sids.tolist()) else 0
-    args.update(whole_lookup=int(pre.ignore_merges), pre_kind=pre.kind, split_digits=int(pre.split_digits),
+    llama_cpp = class_table("15.1")  # llama.cpp's Unicode data: the Unicode 16 additions are unassigned
+    args.update(stage1=llama_cpp.stage1, stage2=llama_cpp.stage2, whole_lookup=int(pre.ignore_merges), pre_kind=pre.kind, split_digits=int(pre.split_digits),
                 max_digits=pre.max_digits, sids=sids, salways=salways, nspecial=nspecial,
                 hidden=_hidden(meta), lstrip_first=0)
     return GGUFTables("gguf_bpe_encode", args, _first_bytes(bpe.vocab.data, bpe.vocab.offsets, sids, nspecial))
