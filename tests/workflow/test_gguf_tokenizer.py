@@ -167,6 +167,16 @@ def test_every_code_point_matches_llamacpp(which, smollm2_gguf, gpt2_files_dir, 
     assert_same(ours, ref, f"{which}, every code point")
 
 
+def test_unicode_16_letters_follow_llamacpp_not_transformers(gpt2_files_dir, cache_dir):
+    """llama.cpp's tables are Unicode 15.1: a Unicode 16 letter (Egyptian Hieroglyphs Ext-A) is
+    punctuation-like there, a letter for transformers' regex engine. We follow llama.cpp."""
+    path = gpt2_files_dir / "llama3" / "tok.gguf"
+    probe = "".join(f"{chr(c)}'s\n" for c in range(0x13460, 0x13470))
+    ref = llamacpp_tokens(path, [probe], cache_dir=cache_dir)[0]
+    assert tokenizer_from_gguf(path).encode(probe, add_special=False) == ref
+    assert hf_gguf_tokenizer(path).encode(probe, add_special_tokens=False) != ref
+
+
 def test_smollm2_decode_round_trip_1mb(smollm2, corpus):
     dropped = {b for b in range(128) if smollm2.tables.args["byte_ids"][b] < 0}  # bytes with no token
     text = with_specials(corpus, list(smollm2.special_ids), seed=1)
@@ -314,3 +324,9 @@ def test_not_a_gguf_file_is_refused(tmp_path):
         tokenizer_from_gguf(bad)
     with pytest.raises(CatenError, match="expected a GGUF path"):
         tokenizer_from_gguf(42)
+
+
+def test_invalid_utf8_is_refused(smollm2):
+    with pytest.raises(CatenError, match="invalid UTF-8 at byte 2"):
+        smollm2.encode_bytes(b"ab\xff")
+    assert smollm2.encode_bytes("né".encode()) == smollm2.encode("né")

@@ -204,6 +204,12 @@ class GGUFTokenizer:
         return self.encode_bytes(text_to_utf8(text), add_special=add_special, parse_special=parse_special)
 
     def encode_bytes(self, data: bytes, *, add_special: bool | None = None, parse_special: bool = True) -> list[int]:
+        """Token ids of UTF-8 bytes (invalid UTF-8 is refused: llama.cpp would substitute U+FFFD per byte)."""
+        try:
+            bytes(data).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise CatenError(f"encode_bytes: invalid UTF-8 at byte {err.start}: {err.reason}",
+                             hint="decode the text first (errors='replace') or pass a str to encode()") from None
         ids = self.encode_array(np.frombuffer(data, dtype=np.uint8), parse_special=parse_special).tolist()
         if add_special is None or add_special:
             if self.meta.add_bos:
