@@ -60,16 +60,17 @@ def _write(path: Path, fill) -> Path:  # noqa: ANN001 - fill(writer) adds the to
     return path
 
 
-def gpt2_vocab_gguf(path: Path, pre: str, *, add_bos: bool = False) -> Path:
+def gpt2_vocab_gguf(path: Path, pre: str, *, add_bos: bool = False, extra_user: tuple[str, ...] = ()) -> Path:
     """GPT-2's 50,257 tokens and 50,000 merges under ``tokenizer.ggml.pre = pre``, plus
-    ``<|im_start|>``/``<|im_end|>`` (control) and ``<tool>`` (user-defined)."""
+    ``<|im_start|>``/``<|im_end|>`` (control), ``<tool>`` and ``extra_user`` (user-defined)."""
     enc_path, bpe_path = gpt2_files()
     encoder = json.loads(Path(enc_path).read_text(encoding="utf-8"))
     tokens = [t for t, _ in sorted(encoder.items(), key=lambda kv: kv[1])]
     merges = [line for line in Path(bpe_path).read_text(encoding="utf-8").splitlines()[1:] if line]
     types = [CONTROL if t == "<|endoftext|>" else NORMAL for t in tokens]
-    tokens += EXTRA_CONTROL + EXTRA_USER
-    types += [CONTROL] * len(EXTRA_CONTROL) + [USER_DEFINED] * len(EXTRA_USER)
+    user = EXTRA_USER + list(extra_user)
+    tokens += EXTRA_CONTROL + user
+    types += [CONTROL] * len(EXTRA_CONTROL) + [USER_DEFINED] * len(user)
     eot = tokens.index("<|endoftext|>")
 
     def fill(writer) -> None:  # noqa: ANN001

@@ -220,6 +220,17 @@ def test_add_bos_and_parse_special_match_llamacpp(gpt2_files_dir, cache_dir):
     assert tok.encode("hi")[0] == tok.bos_id  # add_special=None: what the file says
 
 
+def test_overlapping_special_tokens_are_taken_longest_first_like_llamacpp(tmp_path, cache_dir):
+    """llama.cpp splits on the longest special token first everywhere, then shorter ones in what is
+    left ('<to' + 'tool>' in '<tool>x': 'tool>' wins though '<to' starts earlier)."""
+    path = gpt2_vocab_gguf(tmp_path / "overlap.gguf", "gpt-2", extra_user=("<to", "tool>x"))
+    tok = tokenizer_from_gguf(path, compiled=True)
+    texts = ["a<tool>x b", "<to<tool>xx", "tool>x<to", "<tol", "xtool>xtool>x<toolbar>"]
+    ref = llamacpp_tokens(path, texts, cache_dir=cache_dir)
+    assert [tok.encode(t) for t in texts] == ref
+    assert [tokenizer_from_gguf(path).encode(t) for t in texts] == ref  # interpreted too
+
+
 # ------------------------------------------------------------------------------ SentencePiece-style
 
 

@@ -105,15 +105,15 @@ def _spm_tables(meta: VocabMeta) -> GGUFTables:
             if not (len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">")):
                 raise CatenError(f"{meta.where}: byte token {i} is {tok!r}, not <0xXX>",
                                  hint="tokenizer.ggml.token_type marks it BYTE (6)")
-            value = int(tok[3:5], 16)
-            byte_ids[value] = i
-            surfaces.append(bytes([value]))
+            surfaces.append(bytes([int(tok[3:5], 16)]))
         elif t == NORMAL:
             surfaces.append(tok.replace(SPACE, " ").encode("utf-8"))
         else:
             surfaces.append(tok.encode("utf-8"))
-    for b in np.flatnonzero(byte_ids < 0).tolist():  # llama.cpp then looks for the byte itself
-        byte_ids[b] = pieces.find(bytes([b]))
+    for b in range(256):  # llama.cpp's byte_to_token: the token spelled <0xXX>, else the byte itself
+        byte_ids[b] = pieces.find(f"<0x{b:02X}>".encode())
+        if byte_ids[b] < 0:
+            byte_ids[b] = pieces.find(bytes([b]))
     if (byte_ids < 0).any():
         missing = np.flatnonzero(byte_ids < 0).tolist()[:5]
         raise CatenError(f"{meta.where}: tokenizer.ggml.tokens has no <0xXX> byte tokens for bytes {missing}",
