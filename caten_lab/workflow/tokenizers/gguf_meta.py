@@ -85,7 +85,7 @@ def _reader(source: Any) -> tuple[Any, str]:
             import gguf
 
             return gguf.GGUFReader(str(source)), str(source)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, IndexError, KeyError) as err:
             raise CatenError(f"cannot read GGUF file {source}: {err}", hint="pass a .gguf file path") from err
     if not hasattr(source, "fields"):
         raise CatenError(f"expected a GGUF path or gguf.GGUFReader, got {type(source).__name__}")
