@@ -74,9 +74,13 @@ def raw_inputs(name: str, ggml_type: object, raw: np.ndarray, shape: tuple[int, 
     """The arrays to bind for weight ``name``: views of the uint8 bytes ``raw`` (no copy).
 
     ``shape`` is the logical (rows, K); without it ``raw`` must be 2-D (rows, row bytes), as ``gguf``'s
-    reader gives quantized tensors. A wrong byte count or a K that is no whole number of blocks is a
+    reader gives quantized tensors (``raw_inputs(name, t.tensor_type, t.data)`` for a ``ReaderTensor``;
+    its F32/F16 tensors, float arrays (rows, K), are taken as their bytes). A wrong byte count or a K that is no whole number of blocks is a
     FormatError naming the weight."""
     t = type_name(ggml_type)
+    natural = {"F32": np.float32, "F16": np.float16}.get(t)
+    if isinstance(raw, np.ndarray) and natural is not None and raw.dtype == natural and raw.flags.c_contiguous:
+        raw = raw.view(np.uint8)  # gguf's reader gives F32/F16 tensors as float arrays: their bytes
     if shape is None:
         if not isinstance(raw, np.ndarray) or raw.ndim != 2:
             raise FormatError(f"{name}: give the logical shape, or the raw {t} data as (rows, row bytes)",
