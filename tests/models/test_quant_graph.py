@@ -328,7 +328,7 @@ def test_quantize_refuses_non_finite_and_bad_shapes():
         gq.quantize(np.zeros(256, np.float32), "Q6_K")
 
 
-@pytest.mark.parametrize("t", ["Q4_1", "Q8_0", "Q6_K", "BF16"])
+@pytest.mark.parametrize("t", ["Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "BF16"])
 def test_tiled_prefill_and_lanes(t):
     """Long rows and many output rows: the lane-split decode and the register-tiled prefill branches."""
     rows, k = 301, _k(t, 2 if gq.LAYOUTS[t][0] == 256 else 9)
@@ -396,3 +396,19 @@ def test_real_smollm2_tensors_read_in_place():
     wq32 = gguf.quants.dequantize(q.data, q.tensor_type).astype(np.float64)
     _close(got_y, want_h.astype(np.float64) @ wq32.T, np.abs(want_h).astype(np.float64) @ np.abs(wq32).T, "real")
     _buffers_read_raw(prog, 576 * 576, set(raw_input_specs("blk.0.attn_q.weight", "Q4_1", (576, 576))))
+
+
+@pytest.mark.parametrize("t", ["Q4_0", "Q4_K", "Q6_K"])
+def test_every_index_checked(t):
+    """At safety 2 (every index inside the kernels checked) the raw views stay inside their buffers."""
+    rows, k = 11, _k(t, 2)
+    raw, deq = _quantized(t, rows, k, seed=8)
+    x = placeholder((Sym("seq"), k), "float32", name="x")
+    graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
+    quantize_graph(graph, {"w": t})
+    with settings(safety=2, threads=1):
+        prog = compile_graph(graph, backend="c")
+    xs = np.random.default_rng(9).standard_normal((3, k)).astype(np.float32)
+    got = prog({**raw_inputs("w", t, raw), "x": xs}, {"seq": 3})[0]
+    _close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
+           np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), t)
