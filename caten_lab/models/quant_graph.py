@@ -143,7 +143,7 @@ class _Blocks:
 
     def value(self) -> Value:
         """The float32 (rows, K) weight."""
-        out = getattr(self, "_" + self.t.lower())()
+        out = _DECODERS[self.t](self)
         if not _INNER[self.t]:
             return out
         return self.g.insert("view", [out], shape=(self.rows, self.k), strides=(self.k, 1), offset=0)
@@ -225,6 +225,12 @@ class _Blocks:
         q = self.op("add", self.op("add", lo, hi), -32.0)
         d = self.op("mul", self.field("f16", 208), self.field("i8", 192, (8, 4, 2, 1, 0), F32))
         return self.op("mul", d, q)
+
+
+_DECODERS = {"F32": _Blocks._f32, "F16": _Blocks._f16, "BF16": _Blocks._bf16, "Q8_0": _Blocks._q8_0,
+             "Q4_0": _Blocks._q4_0, "Q4_1": _Blocks._q4_1, "Q4_K": _Blocks._q4_k, "Q5_K": _Blocks._q5_k,
+             "Q6_K": _Blocks._q6_k}
+assert set(_DECODERS) == set(LAYOUTS) == set(RAW_SUFFIXES) == set(_INNER)
 
 
 def quantize_graph(graph: Graph, types: Mapping[str, object]) -> Graph:
