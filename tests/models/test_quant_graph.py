@@ -22,7 +22,7 @@ import caten_lab
 import caten_lab.codegen.kir as kir
 from caten_lab.air.shapes import numel
 from caten_lab.air.symbolic import evaluate
-from caten_lab.codegen.kir_walk import walk
+from caten_lab.codegen.kir_walk import loads_of, vars_of, walk
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.config import settings
 from caten_lab.formats.rules import FormatError
@@ -410,5 +410,30 @@ def test_every_index_checked(t):
         prog = compile_graph(graph, backend="c")
     xs = np.random.default_rng(9).standard_normal((3, k)).astype(np.float32)
     got = prog({**raw_inputs("w", t, raw), "x": xs}, {"seq": 3})[0]
+    _close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
+           np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), t)
+
+
+@pytest.mark.parametrize("t,lanes", [("Q8_0", 32), ("Q4_1", 16), ("Q4_K", 32), ("Q6_K", 16)])
+def test_lane_blocks_align_with_weight_blocks(t, lanes):
+    """The decode matvec's lane blocks never straddle two weight blocks: the lane count divides the
+    block (and sub-block) size, and inside a lane block the scale is read at a lane-invariant index."""
+    rows, k = 40, _k(t, 8 if gq.LAYOUTS[t][0] == 32 else 2)
+    raw, deq = _quantized(t, rows, k, seed=10)
+    x = placeholder((1, k), "float32", name="x")
+    graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
+    quantize_graph(graph, {"w": t})
+    prog = _compile(graph, "c")
+    (fn,) = [f for f in prog.artifacts["kernel_ir"].functions if f.linkage == "kernel"]
+    f16 = {p.name for p in fn.params if p.pointer and p.dtype.value == "float16"}
+    blocks = [s for s in walk(fn.body) if isinstance(s, kir.For) and s.var.endswith("_b")]
+    assert blocks and all(s.step == kir.Const(lanes, s.step.dtype) for s in blocks), [b.step for b in blocks]
+    for b in blocks:
+        (inner,) = [s for s in b.body if isinstance(s, kir.For)]
+        lane_vars = {inner.var} | {s.var for s in inner.body if isinstance(s, kir.Decl) and inner.var in vars_of(s.init)}
+        scale_loads = [ld for s in inner.body for ld in loads_of(s) if ld.buf in f16]
+        assert scale_loads and all(not (vars_of(ld.index) & lane_vars) for ld in scale_loads)
+    xs = np.random.default_rng(11).standard_normal((1, k)).astype(np.float32)
+    got = prog({**raw_inputs("w", t, raw), "x": xs})[0]
     _close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
            np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), t)
