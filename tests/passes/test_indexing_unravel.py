@@ -35,3 +35,19 @@ def test_offset_past_a_row_keeps_the_modulo():
         for rr in range(0, 192 - 96, 5):
             got = tuple(evaluate(c, {"__i": ii, "__r": rr}) for c in coords)
             assert got == tuple(np.unravel_index(96 * ii + rr, (4, 3, 32)))
+
+
+def test_sub_block_coordinate_drops_whole_rows():
+    """(rows, blocks, 2, 2, 32): the sub-block axes of a row are ``(r // 64) % 2`` and ``(r // 32) % 2``,
+    without the row term, and every coordinate matches NumPy."""
+    rows, blocks = 3, 6
+    shape = (rows, blocks, 2, 2, 32)
+    k = blocks * 128
+    i, r = loop_var("__i"), loop_var("__r")
+    coords = unravel(k * i + r, shape, {"__i": rows, "__r": k})
+    assert coords[1] == floordiv(r, 128)
+    assert coords[2] == mod(floordiv(r, 64), 2) and coords[3] == mod(floordiv(r, 32), 2)
+    for ii in range(rows):
+        for rr in range(0, k, 5):
+            got = tuple(evaluate(c, {"__i": ii, "__r": rr}) for c in coords)
+            assert got == tuple(np.unravel_index(k * ii + rr, shape))
