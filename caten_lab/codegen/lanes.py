@@ -21,6 +21,11 @@ which gcc vectorizes without a reduction epilogue. ``L`` is ``vector_bytes`` of 
 type (int8: 64, 16-bit: 32, 32-bit: 16), halved while it exceeds a constant ``K``. Like the simd
 reduction it replaces, this reassociates the sum (partial sums per lane), nothing else.
 
+Blocked rows (a GGUF-quantized weight: ``r / B`` picks the block's scale, ``r - (r / B) * B`` the value
+in it) get an ``L`` that divides every such block size ``B`` (halved down to ``min_lanes``), and in the
+lane loop ``r / B`` becomes ``acc_b / B``: a lane block never straddles two weight blocks, so the scale
+is loop-invariant there and the quants are read with unit stride.
+
 Applied to single-accumulator reductions whose loop reads a type narrower than 32 bits, and to
 float32 ones with a constant ``K <= short_k`` (a long float32 row vectorizes well as it is). The
 register-tiled prefill loops (several accumulators, :mod:`caten_lab.codegen.rowblock`) are left alone.
@@ -39,7 +44,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.codegen.kir import Alu, Assign, Const, Decl, Expr, For, Function, Load, Stmt, Store, Var
 from caten_lab.codegen.kir_names import expr_names, f16_run, h2f_call, load_widths, names_in, used_names
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
-from caten_lab.codegen.kir_walk import int_value, walk
+from caten_lab.codegen.kir_walk import exprs_of, int_value, map_expr, walk
 from caten_lab.codegen.pass_options import check_options, options_from
 from caten_lab.errors import CompileError
 
@@ -69,6 +74,45 @@ def lane_count(k: int | None, narrow: int, o: LaneOptions) -> int:
         while lanes > o.min_lanes and lanes > k:
             lanes //= 2
     return lanes
+
+
+def block_sizes(loop: For) -> set[int]:
+    """The constants ``B`` of every ``r / B`` in the body of loop ``r`` (truncating division: ``r >= 0``)."""
+    out: set[int] = set()
+    for s in loop.body:
+        for e in exprs_of(s):
+            if isinstance(e, Alu) and e.op == "div" and isinstance(e.args[0], Var) and e.args[0].name == loop.var:
+                c = int_value(e.args[1])
+                if c is not None and c > 0:
+                    out.add(c)
+    return out
+
+
+def block_lanes(lanes: int, blocks: set[int], o: LaneOptions) -> int:
+    """``lanes`` halved until it divides every block size, if that stays >= ``min_lanes``; else unchanged."""
+    fit = lanes
+    while fit > o.min_lanes and any(b % fit for b in blocks):
+        fit //= 2
+    return lanes if any(b % fit for b in blocks) else fit
+
+
+def _per_block(s: Stmt, v: str, blk: str, lanes: int) -> Stmt:
+    """``s`` with each ``v / B`` (``B`` a multiple of ``lanes``) read as ``blk / B``: inside one lane block
+    ``v = blk + i`` with ``blk`` a multiple of ``lanes`` and ``0 <= i < lanes``, so both are equal."""
+    def fn(e: Expr) -> Expr | None:
+        if isinstance(e, Alu) and e.op == "div" and isinstance(e.args[0], Var) and e.args[0].name == v:
+            c = int_value(e.args[1])
+            if c is not None and c > 0 and c % lanes == 0:
+                return replace(e, args=(Var(blk, I64), e.args[1]))
+        return None
+
+    if isinstance(s, Decl) and s.init is not None:
+        return replace(s, init=map_expr(s.init, fn))
+    if isinstance(s, Assign):
+        return replace(s, value=map_expr(s.value, fn))
+    if isinstance(s, Store):
+        return replace(s, index=map_expr(s.index, fn), value=map_expr(s.value, fn))
+    return s
 
 
 def _acc_type(fn: Function, acc: str, body: tuple[Stmt, ...], i: int) -> DType | None:
@@ -108,6 +152,9 @@ def match(loop: Stmt, fn: Function, o: LaneOptions, body: tuple[Stmt, ...] = (),
     if narrow >= 4 and not (k is not None and k <= o.short_k):
         return None
     lanes = lane_count(k, narrow, o)
+    blocks = block_sizes(loop)
+    if blocks:
+        lanes = block_lanes(lanes, blocks, o)
     if k is not None and k < lanes:
         return None
     return up, ct, lanes
@@ -150,9 +197,10 @@ def split_lanes(loop: For, up: Assign, ct: DType, lanes: int, fn: Function) -> l
             assert isinstance(s, Decl)
             body.append(replace(s, init=Load(loads[id(s)], at, F32, origin=s.origin)))
         elif s is up:
-            body.append(Store(arr, at, Alu("add", (cell(), up.value.args[1]), ct), origin=up.origin))  # type: ignore[union-attr]
+            new = Store(arr, at, Alu("add", (cell(), up.value.args[1]), ct), origin=up.origin)  # type: ignore[union-attr]
+            body.append(_per_block(new, v, blk, lanes))
         else:
-            body.append(s)
+            body.append(_per_block(s, v, blk, lanes))
     kc = int_value(k)
     out: list[Stmt] = [Decl(arr, ct, size=L, origin=org),
                        lane_loop(lanes, (Store(arr, at, Const(0.0, ct), origin=org),))]

@@ -263,6 +263,17 @@ def _axis_coord(flat: Dim, lin: tuple | None, size: Dim, c_m: Dim, bounds: Mappi
         q = floordiv(flat, c_m)
         if rng is not None and nonneg(rng[0]) and less(rng[1], c_m * size):
             return q
+        # terms that are whole multiples of c_m * size only add multiples of size to flat // c_m, which
+        # the coordinate drops: the rest alone gives it (no % at all when it stays in [0, c_m * size)),
+        # e.g. the block and sub-block coordinates along a row of a blocked (quantized) layout
+        low = {v: a for v, a in coefs.items() if exact_div(a, cs) is None}
+        if len(low) < len(coefs):
+            rng = _range(low, const, bounds)
+            if rng is not None and nonneg(rng[0]):
+                rest: Dim = const
+                for v, a in low.items():
+                    rest = rest + a * loop_var(v)
+                return floordiv(rest, c_m) if less(rng[1], cs) else mod(floordiv(rest, c_m), size)
         return mod(q, size)
     return mod(floordiv(flat, c_m), size)
 

@@ -1,0 +1,53 @@
+"""passes.indexing.unravel on blocked layouts: a row of whole blocks unravels without a ``% blocks``.
+
+A quantized weight (rows, K) is a reshape of (rows, blocks, values): reading row ``i``, position ``r``
+of it is flat index ``K*i + r``. The block coordinate must come out as ``r // values`` (the ``K*i``
+term is a whole number of rows), and the value coordinate ``r % values``; checked symbolically and by
+evaluating every coordinate against NumPy's unravel_index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from caten_lab.air.symbolic import evaluate, floordiv, mod
+from caten_lab.passes.indexing import loop_var, unravel
+
+
+@pytest.mark.parametrize("rows,blocks,values", [(5, 3, 32), (7, 6, 256), (2, 2, 16)])
+def test_blocked_row_unravels_without_wraparound(rows, blocks, values):
+    k = blocks * values
+    i, r = loop_var("__i"), loop_var("__r")
+    coords = unravel(k * i + r, (rows, blocks, values), {"__i": rows, "__r": k})
+    assert coords[1] == floordiv(r, values) and coords[2] == mod(r, values)
+    for ii in range(rows):
+        for rr in range(0, k, 7):
+            got = tuple(evaluate(c, {"__i": ii, "__r": rr}) for c in coords)
+            assert got == tuple(np.unravel_index(k * ii + rr, (rows, blocks, values)))
+
+
+def test_offset_past_a_row_keeps_the_modulo():
+    """When the remainder can leave the row (r runs past K), the coordinate must still wrap."""
+    i, r = loop_var("__i"), loop_var("__r")
+    coords = unravel(96 * i + r, (4, 3, 32), {"__i": 4, "__r": 192})
+    for ii in range(3):
+        for rr in range(0, 192 - 96, 5):
+            got = tuple(evaluate(c, {"__i": ii, "__r": rr}) for c in coords)
+            assert got == tuple(np.unravel_index(96 * ii + rr, (4, 3, 32)))
+
+
+def test_sub_block_coordinate_drops_whole_rows():
+    """(rows, blocks, 2, 2, 32): the sub-block axes of a row are ``(r // 64) % 2`` and ``(r // 32) % 2``,
+    without the row term, and every coordinate matches NumPy."""
+    rows, blocks = 3, 6
+    shape = (rows, blocks, 2, 2, 32)
+    k = blocks * 128
+    i, r = loop_var("__i"), loop_var("__r")
+    coords = unravel(k * i + r, shape, {"__i": rows, "__r": k})
+    assert coords[1] == floordiv(r, 128)
+    assert coords[2] == mod(floordiv(r, 64), 2) and coords[3] == mod(floordiv(r, 32), 2)
+    for ii in range(rows):
+        for rr in range(0, k, 5):
+            got = tuple(evaluate(c, {"__i": ii, "__r": rr}) for c in coords)
+            assert got == tuple(np.unravel_index(k * ii + rr, shape))
