@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.config import config
 from caten_lab.errors import CatenError
 from caten_lab.models import prepared_weights
+from caten_lab.models.quant_graph import quantize_graph, raw_inputs
 from caten_lab.models.quantize import FORMATS, convert_all_into, format_graph
 from caten_lab.models.sampling import SamplingOptions, check_token_ids, sample
 from caten_lab.nn.decoder import CachedDecoder
@@ -143,7 +144,8 @@ class DecoderRunner:
             convert_all_into(self.state_views(weights), out)
             return out
 
-        self._build(weights.config, fill, weight_format, backend, n_ctx, all_logits, progress)
+        self._build(weights.config, fill, weight_format, backend, n_ctx, all_logits, progress,
+                    raw=getattr(weights, "raw", None))
 
     def _build(
         self,
@@ -154,6 +156,7 @@ class DecoderRunner:
         n_ctx: int | None = None,
         all_logits: bool = False,
         progress: bool = False,
+        raw: Mapping[str, tuple[str, np.ndarray]] | None = None,
     ) -> None:
         """Trace the graph (the model's weights are never loaded), store the matmul weights in
         ``weight_format``, and bind ``fill(specs)``: the weight arrays in exactly the stored names,
@@ -179,10 +182,16 @@ class DecoderRunner:
         dec = model.decoder_graph(bind=False, last_only=not all_logits)
         self.tokens_name = dec.tokens
         self.states = list(dec.states)
-        self.graph = format_graph(dec.graph, self.quantizable(dec.graph), weight_format)
+        raw = dict(raw or {})
+        formatted = [n for n in self.quantizable(dec.graph) if n not in raw]
+        self.graph = format_graph(dec.graph, formatted, weight_format)
+        # weights kept as the file's blocks (GGUF): dequantized inside the kernels that read them
+        self.graph = quantize_graph(self.graph, {n: t for n, (t, _) in raw.items()})
+        self.raw_types = {n: t for n, (t, _) in raw.items()}
+        raw_arrays = {k: v for n, (t, data) in raw.items() for k, v in raw_inputs(n, t, data).items()}
         # bound at trace time: the KV caches and fixed tables (RoPE), computed from the config
         self.fixed = [k for k in dec.arrays if k not in self.states]
-        skip = {self.tokens_name, *dec.arrays}
+        skip = {self.tokens_name, *dec.arrays, *raw_arrays}
         specs = {
             n.attrs.name: (tuple(n.shape), np.dtype(n.dtype.np))
             for n in self.graph.inputs()
@@ -194,7 +203,7 @@ class DecoderRunner:
             raise PreparedMismatch(
                 f"weight arrays do not fit the graph: {sorted(set(got) ^ set(specs))[:5]}"
             )
-        self.arrays = {**dec.arrays, **weights}
+        self.arrays = {**dec.arrays, **weights, **raw_arrays}
         self.trace_s = time.perf_counter() - t0  # trace + (cache miss) transpose and convert
         self.load_s = 0.0
         self.weights_cache = "off"  # from_pretrained: "hit", "miss" or "invalid" (a bad entry, rebuilt)
