@@ -27,8 +27,8 @@ from caten_lab.formats.strict_json import loads_strict
 from caten_lab.models.weight_files import GGUFFile, open_checked, tensor_array
 from caten_lab.nn.llama_config import LlamaConfig
 
-__all__ = ["EMBEDDING", "LlamaWeights", "expected_shapes", "gguf_name_map", "load_llama", "load_llama_gguf",
-           "load_llama_hf_dir"]
+__all__ = ["EMBEDDING", "LlamaWeights", "expected_shapes", "gguf_name_map", "hf_to_gguf_name", "load_llama",
+           "load_llama_gguf", "load_llama_hf_dir"]
 
 EMBEDDING = "model.embed_tokens.weight"
 
@@ -143,6 +143,21 @@ def gguf_name_map(gguf_name: str) -> str | None:
     parts = gguf_name.split(".", 2)
     if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _GGUF_BLOCK:
         return f"model.layers.{int(parts[1])}.{_GGUF_BLOCK[parts[2]]}"
+    return None
+
+
+_HF_GLOBAL = {hf: g for g, hf in _GGUF_GLOBAL.items()}
+_HF_BLOCK = {hf: g for g, hf in _GGUF_BLOCK.items()}
+
+
+def hf_to_gguf_name(hf_name: str) -> str | None:
+    """The llama GGUF tensor name of an HF name (the inverse of :func:`gguf_name_map`, from the same
+    tables; the exported library binds its inputs by it). None: not a tensor of this model."""
+    if hf_name in _HF_GLOBAL:
+        return _HF_GLOBAL[hf_name]
+    parts = hf_name.split(".", 3)
+    if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[2].isdigit() and parts[3] in _HF_BLOCK:
+        return f"blk.{int(parts[2])}.{_HF_BLOCK[parts[3]]}"
     return None
 
 

@@ -249,3 +249,16 @@ def test_gguf_raw_weights_are_the_files_bytes(tmp_path) -> None:
         np.testing.assert_array_equal(decoded, full.state_dict[name])
     for name, arr in raw.state_dict.items():
         assert arr.ndim == 1 and np.array_equal(arr, full.state_dict[name])
+
+
+def test_hf_to_gguf_name_inverts_gguf_name_map(tmp_path) -> None:
+    """The export binds inputs by hf_to_gguf_name: every tensor of a real llama GGUF maps back to itself."""
+    from caten_lab.models.llama_weights import gguf_name_map, hf_to_gguf_name
+
+    path = tmp_path / "m.gguf"
+    write_gguf(hf_model(tied=False), path)
+    names = [t.name for t in gguf.GGUFReader(str(path)).tensors]
+    assert len(names) == 3 + 2 * 9
+    for g in names:
+        assert hf_to_gguf_name(gguf_name_map(g)) == g
+    assert hf_to_gguf_name("rope.cos") is None and hf_to_gguf_name("model.layers.x.mlp.up_proj.weight") is None
