@@ -56,16 +56,19 @@ def fmt(v: object) -> str:
 
 
 class Table:
-    """Rows printed under one header of ``cols`` (each cell right-aligned in ``width`` characters)."""
+    """Rows printed under one header of ``cols``, each cell right-aligned in ``width`` characters (or its
+    column name's length, if longer)."""
 
     def __init__(self, cols: Iterable[str], width: int = 13) -> None:
-        self.cols, self.width, self._header_done = list(cols), width, False
+        self.cols = list(cols)
+        self.widths = [max(width, len(c)) for c in self.cols]
+        self._header_done = False
 
     def print_row(self, r: dict) -> None:
         if not self._header_done:
-            print(" | ".join(f"{c:>{self.width}s}" for c in self.cols))
+            print(" | ".join(f"{c:>{w}s}" for c, w in zip(self.cols, self.widths)))
             self._header_done = True
-        line = " | ".join(f"{fmt(r.get(c)):>{self.width}s}" for c in self.cols)
+        line = " | ".join(f"{fmt(r.get(c)):>{w}s}" for c, w in zip(self.cols, self.widths))
         if "error" in r:
             line += f"   ({r['error']})"
         print(line, flush=True)

@@ -28,6 +28,7 @@ from pathlib import Path
 from caten_lab.config import config
 
 RUNNER = Path(__file__).with_name("llamacpp_runner.py")
+RESULT_FORMAT = 2  # part of every cache key: bump it when the runner's results change shape
 DEFAULT_THREADS = 2
 
 
@@ -55,6 +56,8 @@ class Generation:
     predicted_per_second: float
     prompt_ms: float
     predicted_ms: float
+    load_s: float  # the server's start (model load) in the process that ran this generation
+    peak_rss_mb: float  # that process's peak RSS when the generation ended
 
 
 def cache_dir() -> Path:
@@ -110,7 +113,7 @@ def cached_jobs(gguf: Path | str, jobs: list[dict], *, threads: int = DEFAULT_TH
     path = _check_file(gguf)
     if not cache:
         return run_jobs(path, jobs, threads=threads, n_ctx=n_ctx)
-    ident = {"file": file_identity(path), "xllamacpp": importlib.metadata.version("xllamacpp"),
+    ident = {"format": RESULT_FORMAT, "file": file_identity(path), "xllamacpp": importlib.metadata.version("xllamacpp"),
              "threads": int(threads), "n_ctx": n_ctx}
     keys = [hashlib.sha256(json.dumps([ident, job], sort_keys=True).encode()).hexdigest()[:32] for job in jobs]
     root = cache_dir()

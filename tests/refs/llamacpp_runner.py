@@ -11,7 +11,8 @@ one result per job, in order. llama.cpp logs to stderr (the caller captures it).
   with ``n_predict: 1`` and ``cache_prompt: true``, so each call only evaluates the one new token
   (llama-server has no option that returns the log-probs of every prompt position at once).
 - ``{"op": "generate", "ids": [...], "n": N}``: greedy generation of N tokens (EOS ignored) with the
-  server's timings (prompt and predicted tokens per second); the prompt is evaluated in full.
+  server's timings (prompt and predicted tokens per second); the prompt is evaluated in full. Also the
+  time the server took to start (model load) and this process's peak RSS so far.
 - ``{"op": "tokenize", "texts": [...], "add_special": bool, "parse_special": bool}``: token ids from
   llama-server's HTTP ``/tokenize`` endpoint, which the in-process server also serves on
   ``Server.listening_address``.
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
+import time
 import traceback
 import urllib.request
 
@@ -62,7 +65,7 @@ def teacher_forced(server, ids: list[int], k: int) -> dict:
     return {"top1": top1, "top": top, "evaluated": evaluated}
 
 
-def generate(server, ids: list[int], n: int) -> dict:
+def generate(server, ids: list[int], n: int, load_s: float) -> dict:
     body = {"prompt": ids, "n_predict": n, "n_probs": 1, "temperature": 0.0, "cache_prompt": False,
             "ignore_eos": True}
     reply = _complete(server, body)
@@ -71,7 +74,8 @@ def generate(server, ids: list[int], n: int) -> dict:
     return {"tokens": [int(c["id"]) for c in content], "prompt_n": int(t["prompt_n"]),
             "predicted_n": int(t["predicted_n"]), "prompt_per_second": float(t["prompt_per_second"]),
             "predicted_per_second": float(t["predicted_per_second"]), "prompt_ms": float(t["prompt_ms"]),
-            "predicted_ms": float(t["predicted_ms"])}
+            "predicted_ms": float(t["predicted_ms"]), "load_s": load_s,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def tokenize(server, texts: list[str], add_special: bool, parse_special: bool) -> dict:
@@ -86,14 +90,16 @@ def tokenize(server, texts: list[str], add_special: bool, parse_special: bool) -
 
 
 def run(req: dict) -> list[dict]:
+    t0 = time.perf_counter()
     server = _server(req)
+    load_s = time.perf_counter() - t0
     results = []
     for job in req["jobs"]:
         op = job["op"]
         if op == "teacher_forced":
             results.append(teacher_forced(server, job["ids"], int(job["k"])))
         elif op == "generate":
-            results.append(generate(server, job["ids"], int(job["n"])))
+            results.append(generate(server, job["ids"], int(job["n"]), load_s))
         elif op == "tokenize":
             results.append(tokenize(server, job["texts"], bool(job["add_special"]), bool(job["parse_special"])))
         else:
