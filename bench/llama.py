@@ -47,8 +47,17 @@ CHAT_PROMPT = (
     "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
 )
 SYSTEMS = ("llamacpp", "caten_lab", "transformers")
-COLUMNS = ["system", "threads", "decode_tok_s", "decode_vs_llamacpp", "prefill_tok_s", "prefill_vs_llamacpp",
-           "agree", "load_s", "peak_rss_mb"]
+COLUMNS = [
+    "system",
+    "threads",
+    "decode_tok_s",
+    "decode_vs_llamacpp",
+    "prefill_tok_s",
+    "prefill_vs_llamacpp",
+    "agree",
+    "load_s",
+    "peak_rss_mb",
+]
 
 
 def default_gguf() -> Path:
@@ -56,27 +65,36 @@ def default_gguf() -> Path:
     return Path(env) if env else config().cache_dir / "models" / SMOLLM2_FILE
 
 
-def llamacpp_row(gguf: Path, threads: int, prompt: list[int], prefill: list[int], gen: int, runs: int) -> dict:
+def llamacpp_row(
+    gguf: Path, threads: int, prompt: list[int], prefill: list[int], gen: int, runs: int
+) -> dict:
     """llama.cpp's row: one process, a warm-up run, then ``runs`` decode and ``runs`` prefill runs."""
     jobs = [{"op": "generate", "ids": prompt, "n": gen}] * (runs + 1)
     jobs += [{"op": "generate", "ids": prefill, "n": 1}] * runs
     res = llamacpp.run_jobs(gguf, jobs, threads=threads)
     decode, pre = res[1 : runs + 1], res[runs + 1 :]
     return {
-        "system": "llamacpp", "threads": threads, "tokens": res[0]["tokens"],
+        "system": "llamacpp",
+        "threads": threads,
+        "tokens": res[0]["tokens"],
         "decode_tok_s": statistics.median(r["predicted_per_second"] for r in decode),
         "prefill_tok_s": statistics.median(r["prompt_per_second"] for r in pre),
-        "load_s": res[0]["load_s"], "peak_rss_mb": res[-1]["peak_rss_mb"],
+        "load_s": res[0]["load_s"],
+        "peak_rss_mb": res[-1]["peak_rss_mb"],
     }
 
 
-def _transformers_worker(row: dict, gguf: Path, prompt: list[int], prefill: list[int], gen: int, runs: int) -> None:
+def _transformers_worker(
+    row: dict, gguf: Path, prompt: list[int], prefill: list[int], gen: int, runs: int
+) -> None:
     import torch
     import transformers
 
     torch.set_num_threads(row["threads"])
     t0 = time.perf_counter()
-    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
     model.eval()
     row["load_s"] = time.perf_counter() - t0  # includes dequantizing every tensor to float32
 
@@ -104,7 +122,9 @@ def _transformers_worker(row: dict, gguf: Path, prompt: list[int], prefill: list
         row["prefill_tok_s"] = statistics.median(prefill_rate() for _ in range(runs))
 
 
-def _caten_lab_worker(row: dict, gguf: Path, prompt: list[int], prefill: list[int], gen: int, runs: int) -> None:
+def _caten_lab_worker(
+    row: dict, gguf: Path, prompt: list[int], prefill: list[int], gen: int, runs: int
+) -> None:
     from caten_lab.models.llama import LlamaRunner
 
     t0 = time.perf_counter()
@@ -156,7 +176,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--gguf", type=Path, default=None)
     ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma list (of {', '.join(SYSTEMS)})")
-    ap.add_argument("--threads-list", default="", help="comma list of thread counts (default 1,2; --quick: 2)")
+    ap.add_argument(
+        "--threads-list", default="", help="comma list of thread counts (default 1,2; --quick: 2)"
+    )
     ap.add_argument("--gen", type=int, default=None, help="decode tokens (default 64; --quick: 16)")
     ap.add_argument("--prefill", type=int, default=None, help="prefill tokens (default 128; --quick: 32)")
     ap.add_argument("--runs", type=int, default=None, help="measured runs per number (default 3; --quick: 1)")
@@ -170,8 +192,14 @@ def main() -> None:
 
     gguf = args.gguf or default_gguf()
     if not gguf.is_file():
-        sys.exit(f"no GGUF file at {gguf}: run `caten-lab models fetch smollm2`, set CATEN_SMOLLM2 or pass --gguf")
-    threads_list = [int(t) for t in args.threads_list.split(",")] if args.threads_list else ([2] if args.quick else [1, 2])
+        sys.exit(
+            f"no GGUF file at {gguf}: run `caten-lab models fetch smollm2`, set CATEN_SMOLLM2 or pass --gguf"
+        )
+    threads_list = (
+        [int(t) for t in args.threads_list.split(",")]
+        if args.threads_list
+        else ([2] if args.quick else [1, 2])
+    )
     gen = args.gen or (16 if args.quick else 64)
     n_prefill = args.prefill or (32 if args.quick else 128)
     runs = args.runs or (1 if args.quick else 3)
@@ -186,8 +214,10 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory(prefix="bench_llama_")
     ids_file = Path(tmp.name) / "ids.json"
     ids_file.write_text(json.dumps({"prompt": prompt, "prefill": text[:n_prefill]}))
-    print(f"{gguf.name}: decode {gen} tokens after a {len(prompt)}-token prompt, prefill {n_prefill} tokens, "
-          f"median of {runs} run(s)")
+    print(
+        f"{gguf.name}: decode {gen} tokens after a {len(prompt)}-token prompt, prefill {n_prefill} tokens, "
+        f"median of {runs} run(s)"
+    )
 
     table, rows = Table(COLUMNS), []
     for threads in threads_list:
@@ -202,15 +232,32 @@ def main() -> None:
         for system in systems:
             if system == "llamacpp":
                 continue
-            cmd = [sys.executable, __file__, "--worker", system, "--threads", str(threads), "--gguf", str(gguf),
-                   "--ids", str(ids_file), "--gen", str(gen), "--runs", str(runs)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--worker",
+                system,
+                "--threads",
+                str(threads),
+                "--gguf",
+                str(gguf),
+                "--ids",
+                str(ids_file),
+                "--gen",
+                str(gen),
+                "--runs",
+                str(runs),
+            ]
             row = run_worker(cmd, worker_env(threads), {"system": system, "threads": threads})
             rows.append(with_ratios(row, ref))
             table.print_row(rows[-1])
     tmp.cleanup()
     if args.json:
-        args.json.write_text(json.dumps({"gguf": str(gguf), "gen": gen, "prefill": n_prefill, "runs": runs,
-                                         "rows": rows}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"gguf": str(gguf), "gen": gen, "prefill": n_prefill, "runs": runs, "rows": rows}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,10 @@ def smollm2_gguf() -> Path:
         return path
     path = config().cache_dir / "models" / SMOLLM2_FILE
     if not path.is_file():
-        pytest.skip(f"SmolLM2 not fetched ({path} missing): run `caten-lab models fetch smollm2` "
-                    f"or set {SMOLLM2_ENV}=/path/to/{SMOLLM2_FILE}")
+        pytest.skip(
+            f"SmolLM2 not fetched ({path} missing): run `caten-lab models fetch smollm2` "
+            f"or set {SMOLLM2_ENV}=/path/to/{SMOLLM2_FILE}"
+        )
     return path
 
 

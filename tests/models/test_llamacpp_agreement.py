@@ -61,6 +61,8 @@ def test_llamacpp_agrees_with_float_transformers(smollm2_gguf, text_ids, llama_c
     pos = np.arange(N_TOKENS)
     theirs = np.asarray(llama_cpp.top1)
     gap = logp[pos, ref_top1] - logp[pos, theirs]  # how much worse llama.cpp's pick is under the float model
-    assert gap.max() < NEAR_TIE_NATS, f"position {int(gap.argmax())} is a real disagreement ({gap.max():.3f} nats)"
+    assert gap.max() < NEAR_TIE_NATS, (
+        f"position {int(gap.argmax())} is a real disagreement ({gap.max():.3f} nats)"
+    )
     lp_llama = np.array([top[0][1] for top in llama_cpp.top])
     assert np.abs(logp[pos, theirs] - lp_llama).max() < LOGPROB_TOL_NATS

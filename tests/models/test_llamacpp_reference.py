@@ -61,6 +61,7 @@ def test_a_broken_file_is_an_error_with_llamacpp_log(tmp_path):
     bad.write_bytes(b"GGUF" + bytes(60))
     with pytest.raises(llamacpp.LlamaCppError, match="broken.gguf") as info:
         llamacpp.teacher_forced(bad, [1, 2, 3], cache=False)
-    assert "log (tail)" in str(info.value) and "failed to load model" in str(info.value)  # llama.cpp's own words
+    message = str(info.value)
+    assert "log (tail)" in message and "failed to load model" in message  # the second: llama.cpp's own log
     with pytest.raises(FileNotFoundError, match="no GGUF file"):
         llamacpp.generate(tmp_path / "missing.gguf", [1], 2)

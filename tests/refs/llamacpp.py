@@ -82,8 +82,14 @@ def python() -> str:
     return os.environ.get("CATEN_REF_PYTHON") or sys.executable
 
 
-def run_jobs(gguf: Path | str, jobs: list[dict], *, threads: int = DEFAULT_THREADS, n_ctx: int | None = None,
-             timeout: float = 1800) -> list[dict]:
+def run_jobs(
+    gguf: Path | str,
+    jobs: list[dict],
+    *,
+    threads: int = DEFAULT_THREADS,
+    n_ctx: int | None = None,
+    timeout: float = 1800,
+) -> list[dict]:
     """Run ``jobs`` (see llamacpp_runner.py) in one fresh llama.cpp process, uncached; one result per job."""
     path = _check_file(gguf)
     if n_ctx is None:
@@ -94,8 +100,13 @@ def run_jobs(gguf: Path | str, jobs: list[dict], *, threads: int = DEFAULT_THREA
         req_path, reply_path = Path(tmp) / "request.json", Path(tmp) / "reply.json"
         req_path.write_text(json.dumps(req))
         env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-        p = subprocess.run([python(), str(RUNNER), str(req_path), str(reply_path)], capture_output=True, text=True,
-                           timeout=timeout, env=env)
+        p = subprocess.run(
+            [python(), str(RUNNER), str(req_path), str(reply_path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
         reply = json.loads(reply_path.read_text()) if reply_path.exists() else {}
     if p.returncode != 0 or "results" not in reply:
         log = "\n".join((p.stderr or "").strip().splitlines()[-15:])
@@ -107,15 +118,28 @@ def run_jobs(gguf: Path | str, jobs: list[dict], *, threads: int = DEFAULT_THREA
     return results
 
 
-def cached_jobs(gguf: Path | str, jobs: list[dict], *, threads: int = DEFAULT_THREADS, n_ctx: int | None = None,
-                cache: bool = True) -> list[dict]:
+def cached_jobs(
+    gguf: Path | str,
+    jobs: list[dict],
+    *,
+    threads: int = DEFAULT_THREADS,
+    n_ctx: int | None = None,
+    cache: bool = True,
+) -> list[dict]:
     """``run_jobs`` with each job's result cached on disk; only the jobs not cached run (in one process)."""
     path = _check_file(gguf)
     if not cache:
         return run_jobs(path, jobs, threads=threads, n_ctx=n_ctx)
-    ident = {"format": RESULT_FORMAT, "file": file_identity(path), "xllamacpp": importlib.metadata.version("xllamacpp"),
-             "threads": int(threads), "n_ctx": n_ctx}
-    keys = [hashlib.sha256(json.dumps([ident, job], sort_keys=True).encode()).hexdigest()[:32] for job in jobs]
+    ident = {
+        "format": RESULT_FORMAT,
+        "file": file_identity(path),
+        "xllamacpp": importlib.metadata.version("xllamacpp"),
+        "threads": int(threads),
+        "n_ctx": n_ctx,
+    }
+    keys = [
+        hashlib.sha256(json.dumps([ident, job], sort_keys=True).encode()).hexdigest()[:32] for job in jobs
+    ]
     root = cache_dir()
     results: list[dict | None] = []
     for key in keys:
@@ -142,28 +166,44 @@ def _ids(ids) -> list[int]:
     return out
 
 
-def teacher_forced(gguf: Path | str, ids, *, k: int = 5, threads: int = DEFAULT_THREADS,
-                   cache: bool = True) -> TeacherForced:
+def teacher_forced(
+    gguf: Path | str, ids, *, k: int = 5, threads: int = DEFAULT_THREADS, cache: bool = True
+) -> TeacherForced:
     """llama.cpp's top-1 and top-``k`` log-probs after every prefix ``ids[:i+1]``."""
-    (r,) = cached_jobs(gguf, [{"op": "teacher_forced", "ids": _ids(ids), "k": int(k)}], threads=threads,
-                       cache=cache)
-    return TeacherForced(r["top1"], [[(int(t), float(lp)) for t, lp in row] for row in r["top"]], r["evaluated"])
+    (r,) = cached_jobs(
+        gguf, [{"op": "teacher_forced", "ids": _ids(ids), "k": int(k)}], threads=threads, cache=cache
+    )
+    return TeacherForced(
+        r["top1"], [[(int(t), float(lp)) for t, lp in row] for row in r["top"]], r["evaluated"]
+    )
 
 
-def generate(gguf: Path | str, ids, n: int, *, threads: int = DEFAULT_THREADS, cache: bool = True) -> Generation:
+def generate(
+    gguf: Path | str, ids, n: int, *, threads: int = DEFAULT_THREADS, cache: bool = True
+) -> Generation:
     """Greedy generation of ``n`` tokens after ``ids`` (EOS ignored), with the timings of that run."""
-    (r,) = cached_jobs(gguf, [{"op": "generate", "ids": _ids(ids), "n": int(n)}], threads=threads, cache=cache)
+    (r,) = cached_jobs(
+        gguf, [{"op": "generate", "ids": _ids(ids), "n": int(n)}], threads=threads, cache=cache
+    )
     return Generation(**r)
 
 
-def generate_runs(gguf: Path | str, ids, n: int, runs: int, *, threads: int = DEFAULT_THREADS) -> list[Generation]:
+def generate_runs(
+    gguf: Path | str, ids, n: int, runs: int, *, threads: int = DEFAULT_THREADS
+) -> list[Generation]:
     """``runs`` fresh greedy generations in one llama.cpp process (uncached: for benchmarks)."""
     job = {"op": "generate", "ids": _ids(ids), "n": int(n)}
     return [Generation(**r) for r in run_jobs(gguf, [job] * int(runs), threads=threads)]
 
 
-def tokenize(gguf: Path | str, texts: list[str], *, add_special: bool = False, parse_special: bool = True,
-             cache: bool = True) -> list[list[int]]:
+def tokenize(
+    gguf: Path | str,
+    texts: list[str],
+    *,
+    add_special: bool = False,
+    parse_special: bool = True,
+    cache: bool = True,
+) -> list[list[int]]:
     """llama.cpp's tokenization of each text (special tokens such as ``<|im_start|>`` parsed by default)."""
     job = {"op": "tokenize", "texts": list(texts), "add_special": add_special, "parse_special": parse_special}
     (r,) = cached_jobs(gguf, [job], threads=1, cache=cache)

@@ -55,8 +55,14 @@ def teacher_forced(server, ids: list[int], k: int) -> dict:
     top: list[list[list[float]]] = []
     evaluated = 0  # prompt tokens llama.cpp evaluated over all calls (cache_prompt works: ~len(ids))
     for i in range(len(ids)):
-        body = {"prompt": ids[: i + 1], "n_predict": 1, "n_probs": k, "temperature": 0.0, "cache_prompt": True,
-                "ignore_eos": True}
+        body = {
+            "prompt": ids[: i + 1],
+            "n_predict": 1,
+            "n_probs": k,
+            "temperature": 0.0,
+            "cache_prompt": True,
+            "ignore_eos": True,
+        }
         reply = _complete(server, body)
         entry = reply["choices"][0]["logprobs"]["content"][0]
         top1.append(int(entry["id"]))
@@ -66,24 +72,39 @@ def teacher_forced(server, ids: list[int], k: int) -> dict:
 
 
 def generate(server, ids: list[int], n: int, load_s: float) -> dict:
-    body = {"prompt": ids, "n_predict": n, "n_probs": 1, "temperature": 0.0, "cache_prompt": False,
-            "ignore_eos": True}
+    body = {
+        "prompt": ids,
+        "n_predict": n,
+        "n_probs": 1,
+        "temperature": 0.0,
+        "cache_prompt": False,
+        "ignore_eos": True,
+    }
     reply = _complete(server, body)
     content = reply["choices"][0]["logprobs"]["content"]
     t = reply["timings"]
-    return {"tokens": [int(c["id"]) for c in content], "prompt_n": int(t["prompt_n"]),
-            "predicted_n": int(t["predicted_n"]), "prompt_per_second": float(t["prompt_per_second"]),
-            "predicted_per_second": float(t["predicted_per_second"]), "prompt_ms": float(t["prompt_ms"]),
-            "predicted_ms": float(t["predicted_ms"]), "load_s": load_s,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "tokens": [int(c["id"]) for c in content],
+        "prompt_n": int(t["prompt_n"]),
+        "predicted_n": int(t["predicted_n"]),
+        "prompt_per_second": float(t["prompt_per_second"]),
+        "predicted_per_second": float(t["predicted_per_second"]),
+        "prompt_ms": float(t["prompt_ms"]),
+        "predicted_ms": float(t["predicted_ms"]),
+        "load_s": load_s,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def tokenize(server, texts: list[str], add_special: bool, parse_special: bool) -> dict:
     out = []
     for text in texts:
-        body = json.dumps({"content": text, "add_special": add_special, "parse_special": parse_special}).encode()
-        request = urllib.request.Request(server.listening_address + "/tokenize", data=body,
-                                         headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {"content": text, "add_special": add_special, "parse_special": parse_special}
+        ).encode()
+        request = urllib.request.Request(
+            server.listening_address + "/tokenize", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=60) as f:
             out.append([int(t) for t in json.loads(f.read())["tokens"]])
     return {"ids": out}
@@ -101,7 +122,9 @@ def run(req: dict) -> list[dict]:
         elif op == "generate":
             results.append(generate(server, job["ids"], int(job["n"]), load_s))
         elif op == "tokenize":
-            results.append(tokenize(server, job["texts"], bool(job["add_special"]), bool(job["parse_special"])))
+            results.append(
+                tokenize(server, job["texts"], bool(job["add_special"]), bool(job["parse_special"]))
+            )
         else:
             raise ValueError(f"unknown job op {op!r} (teacher_forced, generate, tokenize)")
     return results
