@@ -37,15 +37,11 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from refs import llamacpp  # noqa: E402
-from refs.texts import LIGHTHOUSE  # noqa: E402
+from refs.texts import CHAT_PROMPT, LIGHTHOUSE  # noqa: E402
 
 from caten_lab.config import config  # noqa: E402
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CHAT_PROMPT = (
-    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-    "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
-)
 SYSTEMS = ("llamacpp", "caten_lab", "transformers")
 COLUMNS = [
     "system",

@@ -2,15 +2,20 @@
 
 The harness is itself checked before other tests trust it: its tokenizer agrees with transformers' GGUF
 tokenizer, greedy generation agrees with teacher forcing position by position (so the positions are
-indexed right), results come from the disk cache on a second call, and a broken file is an error that
-carries llama.cpp's log.
+indexed right), results come from the disk cache on a second call, a broken file is an error that carries
+llama.cpp's log, and bench/llama.py reports llama.cpp's rows.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from refs import llamacpp
-from refs.texts import LIGHTHOUSE, VARIED
+from refs.texts import CHAT_PROMPT, LIGHTHOUSE, VARIED
 
 
 def test_tokenize_matches_transformers_gguf_tokenizer(smollm2_gguf):
@@ -65,3 +70,37 @@ def test_a_broken_file_is_an_error_with_llamacpp_log(tmp_path):
     assert "log (tail)" in message and "failed to load model" in message  # the second: llama.cpp's own log
     with pytest.raises(FileNotFoundError, match="no GGUF file"):
         llamacpp.generate(tmp_path / "missing.gguf", [1], 2)
+
+
+def test_bench_llama_measures_llamacpp(smollm2_gguf, tmp_path):
+    """bench/llama.py end to end on its llama.cpp rows (tiny sizes): rows, ratios and agreement as documented."""
+    bench = Path(__file__).resolve().parents[2] / "bench" / "llama.py"
+    out = tmp_path / "llama.json"
+    cmd = [
+        sys.executable,
+        str(bench),
+        "--gguf",
+        str(smollm2_gguf),
+        "--systems",
+        "llamacpp",
+        "--threads-list",
+        "1",
+        "--gen",
+        "4",
+        "--prefill",
+        "8",
+        "--runs",
+        "1",
+        "--json",
+        str(out),
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "decode_vs_llamacpp" in p.stdout and "llamacpp |" in p.stdout
+    data = json.loads(out.read_text())
+    (row,) = data["rows"]
+    assert (row["system"], row["threads"], data["gen"], data["prefill"]) == ("llamacpp", 1, 4, 8)
+    assert row["decode_tok_s"] > 0 and row["prefill_tok_s"] > 0 and row["decode_vs_llamacpp"] == 1.0
+    prompt = llamacpp.tokenize(smollm2_gguf, [CHAT_PROMPT])[0]
+    assert row["tokens"] == llamacpp.generate(smollm2_gguf, prompt, 4, threads=1).tokens
+    assert row["agree"] == "4/4"

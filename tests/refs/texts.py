@@ -17,6 +17,12 @@ LIGHTHOUSE = (
     "visitors leave with the same thought: the sea is calmer when someone is watching over it.\n"
 )
 
+# SmolLM2's ChatML prompt (its template's default system message) for one question.
+CHAT_PROMPT = (
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+    "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+)
+
 # Short texts of different kinds for tokenizer comparisons.
 VARIED = [
     "Hello world",
