@@ -16,6 +16,7 @@ caten_lab: load + compile + the warm-up generation) and peak RSS of the row's pr
     python bench/llama.py                       # threads 1 and 2: 64 decode tokens, 128-token prefill, 3 runs
     python bench/llama.py --quick               # < 1 minute: threads 2, 16 tokens, 32-token prefill, 1 run
     python bench/llama.py --systems llamacpp,transformers --threads-list 1 --json out.json
+    python bench/llama.py --caten-weights fp32,fp16,int8   # one caten_lab row per weight format
     python bench/llama.py --gguf PATH           # another Llama GGUF (default: $CATEN_SMOLLM2 or the fetched one)
 """
 
@@ -45,6 +46,7 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SYSTEMS = ("llamacpp", "caten_lab", "transformers")
 COLUMNS = [
     "system",
+    "weights",
     "threads",
     "decode_tok_s",
     "decode_vs_llamacpp",
@@ -71,6 +73,7 @@ def llamacpp_row(
     decode, pre = res[1 : runs + 1], res[runs + 1 :]
     return {
         "system": "llamacpp",
+        "weights": "gguf",
         "threads": threads,
         "tokens": res[0]["tokens"],
         "decode_tok_s": statistics.median(r["predicted_per_second"] for r in decode),
@@ -124,8 +127,8 @@ def _caten_lab_worker(
     from caten_lab.models.llama import LlamaRunner
 
     t0 = time.perf_counter()
-    runner = LlamaRunner.from_pretrained(gguf)
-    row["tokens"] = runner.generate(prompt, gen)  # warm-up: compiles
+    runner = LlamaRunner.from_pretrained(gguf, weight_format=row["weights"])
+    row["tokens"] = runner.generate(prompt, gen)[len(prompt) :]  # warm-up (compiles); greedy by default
     row["load_s"] = time.perf_counter() - t0  # load + trace + compile + the warm-up generation
     rates = []
     for _ in range(runs):
@@ -145,7 +148,7 @@ def _caten_lab_worker(
 
 def worker(args: argparse.Namespace) -> dict:
     """Measure one (system, threads) row in this process."""
-    row = {"system": args.worker, "threads": args.threads}
+    row = {"system": args.worker, "weights": args.weights, "threads": args.threads}
     ids = json.loads(Path(args.ids).read_text())
     fn = {"transformers": _transformers_worker, "caten_lab": _caten_lab_worker}[args.worker]
     fn(row, Path(args.gguf), ids["prompt"], ids["prefill"], args.gen, args.runs)
@@ -178,8 +181,14 @@ def main() -> None:
     ap.add_argument("--gen", type=int, default=None, help="decode tokens (default 64; --quick: 16)")
     ap.add_argument("--prefill", type=int, default=None, help="prefill tokens (default 128; --quick: 32)")
     ap.add_argument("--runs", type=int, default=None, help="measured runs per number (default 3; --quick: 1)")
+    ap.add_argument(
+        "--caten-weights",
+        default="fp32",
+        help="comma list of caten_lab weight formats, one row each (default fp32)",
+    )
     ap.add_argument("--worker")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--weights", default="fp32")
     ap.add_argument("--ids")
     args = ap.parse_args()
     if args.worker:
@@ -222,12 +231,18 @@ def main() -> None:
             try:
                 ref = llamacpp_row(gguf, threads, prompt, text[:n_prefill], gen, runs)
             except llamacpp.LlamaCppError as e:
-                ref = {"system": "llamacpp", "threads": threads, "error": str(e).splitlines()[0][:200]}
+                ref = {
+                    "system": "llamacpp",
+                    "weights": "gguf",
+                    "threads": threads,
+                    "error": str(e).splitlines()[0][:200],
+                }
             rows.append(with_ratios(ref, ref))
             table.print_row(rows[-1])
-        for system in systems:
-            if system == "llamacpp":
-                continue
+        plan = [("transformers", "fp32")] if "transformers" in systems else []
+        if "caten_lab" in systems:
+            plan = [("caten_lab", w) for w in args.caten_weights.split(",")] + plan
+        for system, weights in plan:
             cmd = [
                 sys.executable,
                 __file__,
@@ -235,6 +250,8 @@ def main() -> None:
                 system,
                 "--threads",
                 str(threads),
+                "--weights",
+                weights,
                 "--gguf",
                 str(gguf),
                 "--ids",
@@ -244,7 +261,9 @@ def main() -> None:
                 "--runs",
                 str(runs),
             ]
-            row = run_worker(cmd, worker_env(threads), {"system": system, "threads": threads})
+            row = run_worker(
+                cmd, worker_env(threads), {"system": system, "weights": weights, "threads": threads}
+            )
             rows.append(with_ratios(row, ref))
             table.print_row(rows[-1])
     tmp.cleanup()

@@ -110,8 +110,9 @@ def run_jobs(
         reply = json.loads(reply_path.read_text()) if reply_path.exists() else {}
     if p.returncode != 0 or "results" not in reply:
         log = "\n".join((p.stderr or "").strip().splitlines()[-15:])
-        why = reply.get("traceback") or reply.get("error") or f"exit status {p.returncode}, no reply"
-        raise LlamaCppError(f"llama.cpp on {path} failed: {why}\n--- its log (tail) ---\n{log}")
+        why = reply.get("error") or f"exit status {p.returncode}, no reply"
+        trace = reply.get("traceback", "")
+        raise LlamaCppError(f"llama.cpp on {path} failed: {why}\n{trace}--- its log (tail) ---\n{log}")
     results = reply["results"]
     if len(results) != len(jobs):
         raise LlamaCppError(f"llama.cpp on {path}: {len(results)} results for {len(jobs)} jobs")
