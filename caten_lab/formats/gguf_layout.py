@@ -13,7 +13,7 @@ Q4_0 loads and computes garbage. Here, before any tensor is dequantized, in this
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from caten_lab.formats.rules import WeightsError
 
@@ -32,46 +32,64 @@ def reader_error(path: str, exc: Exception) -> WeightsError:
     return WeightsError(f"{path}: cannot read GGUF ({text[:200]})", rule=rule, hint="truncated or not a GGUF file")
 
 
+class TensorSpan(NamedTuple):
+    """What the layout checks read of one tensor: its name, type name, row length (the first GGUF
+    dim), offset in the data section and byte count."""
+
+    name: str
+    type_name: str
+    row: int
+    offset: int
+    n_bytes: int
+
+
 def check_gguf_layout(path: str, reader: Any, size: int, quant_sizes: dict) -> None:
     """Raise WeightsError unless the tensors of ``reader`` are laid out as a GGUF writer lays them out;
     ``quant_sizes``: ``gguf.GGML_QUANT_SIZES`` (type -> (block values, block bytes))."""
-    align = int(getattr(reader, "alignment", 32))
     tensors = list(reader.tensors)
     if not tensors:
         return
     start = tensors[0].data_offset - int(tensors[0].field.parts[-1][0])
-    spans = []
-    for t in tensors:
-        rel = int(t.field.parts[-1][0])
-        if rel % align:
-            raise WeightsError(f"{path}: tensor {t.name!r} starts at data offset {rel}, not a multiple of the "
+    spans = [TensorSpan(t.name, t.tensor_type.name, int(t.shape[0]) if len(t.shape) else 1,
+                        int(t.field.parts[-1][0]), int(t.n_bytes)) for t in tensors]
+    sizes = {t.name: quant_sizes[t] for t in {x.tensor_type for x in tensors}}
+    check_tensor_layout(path, spans, start, int(getattr(reader, "alignment", 32)), size, sizes)
+
+
+def check_tensor_layout(path: str, spans: list[TensorSpan], start: int, align: int, size: int,
+                        quant_sizes: dict[str, tuple[int, int]]) -> None:
+    """The checks 1-5 of the module doc on tensors whose data section starts at byte ``start`` of a
+    file of ``size`` bytes; ``quant_sizes``: type name -> (block values, block bytes)."""
+    if not spans:
+        return
+    for t in spans:
+        if t.offset % align:
+            raise WeightsError(f"{path}: tensor {t.name!r} starts at data offset {t.offset}, not a multiple of the "
                                f"alignment {align}", rule="ALIGNMENT", hint="the file is corrupt")
-        spans.append((rel, t))
-    for _, t in spans:
-        block, _ = quant_sizes[t.tensor_type]
-        row = int(t.shape[0]) if len(t.shape) else 1
-        if row % block:
-            raise WeightsError(f"{path}: tensor {t.name!r} of type {t.tensor_type.name} has rows of {row} values, "
+    for t in spans:
+        block, _ = quant_sizes[t.type_name]
+        if t.row % block:
+            raise WeightsError(f"{path}: tensor {t.name!r} of type {t.type_name} has rows of {t.row} values, "
                                f"not a multiple of its block of {block}", rule="DTYPE")
-    for rel, t in spans:
-        if start + rel + int(t.n_bytes) > size:
-            raise WeightsError(f"{path}: tensor {t.name!r} ends at byte {start + rel + int(t.n_bytes)} but the file "
+    for t in spans:
+        if start + t.offset + t.n_bytes > size:
+            raise WeightsError(f"{path}: tensor {t.name!r} ends at byte {start + t.offset + t.n_bytes} but the file "
                                f"has {size} bytes", rule="BOUNDS", hint="the file is truncated")
-    ordered = sorted(spans, key=lambda s: (s[0], int(s[1].n_bytes)))
+    ordered = sorted(spans, key=lambda s: (s.offset, s.n_bytes))
     reach, owner = 0, ""
-    for rel, t in ordered:
-        if int(t.n_bytes) and rel < reach:
+    for t in ordered:
+        if t.n_bytes and t.offset < reach:
             raise WeightsError(f"{path}: tensors {owner!r} and {t.name!r} share bytes", rule="OVERLAP")
-        if rel + int(t.n_bytes) > reach:
-            reach, owner = rel + int(t.n_bytes), t.name
+        if t.offset + t.n_bytes > reach:
+            reach, owner = t.offset + t.n_bytes, t.name
     at = 0
-    for rel, t in ordered:
-        if rel != at:
+    for t in ordered:
+        if t.offset != at:
             raise WeightsError(
-                f"{path}: tensor {t.name!r} starts at data offset {rel}, but the tensors before it end at {at}: "
+                f"{path}: tensor {t.name!r} starts at data offset {t.offset}, but the tensors before it end at {at}: "
                 f"a type or shape does not match the bytes the file holds", rule="NBYTES",
                 hint="a tensor relabelled to another type (e.g. F32 -> Q4_0) reads garbage")
-        at = _align(rel + int(t.n_bytes), align)
+        at = _align(t.offset + t.n_bytes, align)
     if size - start - reach >= align:
         raise WeightsError(f"{path}: {size - start - reach} bytes follow the last tensor: a type or shape does not "
                            f"match the bytes the file holds", rule="NBYTES")

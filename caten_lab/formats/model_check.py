@@ -27,9 +27,12 @@ EMBEDDING_NAME = "transformer.wte.weight"
 PREFIX = "transformer."
 
 
-def canonical_name(name: str) -> str:
-    """The GPT2LMHeadModel name of a tensor (GPT2Model files lack the ``transformer.`` prefix)."""
-    return name if name.startswith(PREFIX) or name == TIED_NAME else PREFIX + name
+def canonical_name(name: str, prefix: str | None = PREFIX) -> str:
+    """The GPT2LMHeadModel name of a tensor (GPT2Model files lack the ``transformer.`` prefix);
+    ``prefix=None``: names are used as they stand (Llama)."""
+    if prefix is None:
+        return name
+    return name if name.startswith(prefix) or name == TIED_NAME else prefix + name
 _MASKS = (".attn.bias", ".attn.masked_bias")
 _MASK_OWNER = ".attn.c_attn.bias"
 
@@ -46,17 +49,20 @@ def _list(names: Sequence[str]) -> str:
 
 def check_model_tensors(path: str, entries: Sequence[TensorEntry], expected: Mapping[str, tuple[int, ...]],
                         data: Callable[[TensorEntry], np.ndarray] | None = None,
-                        error: type[FormatError] = WeightsError) -> dict[str, TensorEntry]:
+                        error: type[FormatError] = WeightsError, *, prefix: str | None = PREFIX,
+                        embedding: str = EMBEDDING_NAME) -> dict[str, TensorEntry]:
     """The entries by name, checked against ``expected`` (name -> shape). ``data(entry)`` gives a
-    tensor's bytes (a uint8 view), for the TIED check (None: skip it, e.g. when values are compared elsewhere)."""
+    tensor's bytes (a uint8 view), for the TIED check (None: skip it, e.g. when values are compared elsewhere).
+    ``prefix``: what canonical names start with (None: no renaming); ``embedding``: the tensor a
+    ``lm_head.weight`` that is not itself expected must equal (a tied head)."""
     by_name: dict[str, TensorEntry] = {}
     for e in entries:
-        key = canonical_name(e.name)
+        key = canonical_name(e.name, prefix)
         if key in by_name:
             raise error(f"{path}: tensors {by_name[key].name[:200]!r} and {e.name[:200]!r} are both {key[:200]!r}",
                         rule="NAMES", hint="a file names each tensor once, with or without the 'transformer.' prefix")
         by_name[key] = e
-    unexpected = [e.name for e in entries if (k := canonical_name(e.name)) not in expected and k != TIED_NAME
+    unexpected = [e.name for e in entries if (k := canonical_name(e.name, prefix)) not in expected and k != TIED_NAME
                   and not is_mask_buffer(k, expected)]
     if unexpected:
         raise error(f"{path}: unexpected tensors {_list(unexpected)}", rule="NAMES",
@@ -74,12 +80,12 @@ def check_model_tensors(path: str, entries: Sequence[TensorEntry], expected: Map
             raise error(f"{path}: tensor {name!r} has shape {by_name[name].shape}, config implies {tuple(shape)}",
                         rule="SHAPE")
     lm = by_name.get(TIED_NAME)
-    if lm is not None and EMBEDDING_NAME in by_name:
-        wte = by_name[EMBEDDING_NAME]
+    if lm is not None and TIED_NAME not in expected and embedding in by_name:
+        wte = by_name[embedding]
         same = lm.dtype == wte.dtype and lm.shape == wte.shape
         if same and data is not None:
             same = bool(np.array_equal(data(lm), data(wte)))
         if not same:
-            raise error(f"{path}: lm_head.weight differs from transformer.wte.weight", rule="TIED",
-                        hint="caten_lab's GPT-2 ties lm_head to the token embedding, as GPT-2 does")
+            raise error(f"{path}: lm_head.weight differs from {embedding}", rule="TIED",
+                        hint="the config ties lm_head to the token embedding (tie_word_embeddings)")
     return by_name

@@ -4,7 +4,7 @@
    loaders check the rules in the order given by the loaders' docs, so a file breaking several gets
    the same verdict from both. One rule per line: CT_RULE(id, NAME, "what a valid file satisfies").
    CT_DTYPE(name, itemsize): the safetensors dtypes the validator knows. */
-CT_RULE(1, HEADER, "the header parses: safetensors: its 8-byte length fits the file and 100 MB; GGUF: the gguf package reads it")
+CT_RULE(1, HEADER, "the header parses: safetensors: its 8-byte length fits the file and 100 MB; GGUF: a little-endian v3 header whose counts, strings (UTF-8), value types and tensor infos fit the file (formats/gguf_header.py)")
 CT_RULE(2, JSON, "the header or vocabulary is one JSON object: strict UTF-8, no NaN/Infinity, nesting <= 64")
 CT_RULE(3, DUPLICATE_KEY, "no JSON object has the same key twice (tensor names, entry fields, metadata, tokens); no SentencePiece piece twice")
 CT_RULE(4, ENTRY, "a tensor entry is an object of exactly dtype, shape (<= 8 dims) and data_offsets (2 values); __metadata__ maps strings to strings")

@@ -44,8 +44,11 @@ def _alphabet_chars() -> frozenset[str]:
 
 
 def check_vocab_items(items: Iterable[tuple[str, object]], where: str, n_vocab: int | None = None,
-                      special: Iterable[str] = SPECIAL) -> dict[str, int]:
-    """Steps 2-4 over (token, id) pairs in file order; returns the vocabulary."""
+                      special: Iterable[str] = SPECIAL, require_bytes: bool = True) -> dict[str, int]:
+    """Steps 2-4 over (token, id) pairs in file order; returns the vocabulary.
+
+    ``require_bytes=False`` accepts a vocabulary without some single-byte tokens (llama.cpp and
+    `tokenizers` then drop those bytes; SmolLM2's vocabulary lacks a few control bytes)."""
     pairs = list(items)
     n = len(pairs) if n_vocab is None else n_vocab
     special = set(special)
@@ -66,7 +69,7 @@ def check_vocab_items(items: Iterable[tuple[str, object]], where: str, n_vocab: 
         raise VocabError(f"{where}: the vocabulary has {len(pairs)} tokens, the model {n}", rule="VOCAB_ID")
     vocab = dict(pairs)  # type: ignore[arg-type]
     missing = [b for b, c in byte_alphabet().items() if c not in vocab]
-    if missing:
+    if missing and require_bytes:
         raise VocabError(f"{where}: the vocabulary lacks the single-byte tokens of bytes {sorted(missing)[:5]}",
                          rule="VOCAB_TOKEN", hint="byte-level BPE needs one token per byte value")
     return vocab  # type: ignore[return-value]

@@ -9,21 +9,20 @@ No network access: only local paths.
 
 from __future__ import annotations
 
-import mmap
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
-from caten_lab.formats.gguf_layout import check_gguf_layout, reader_error
 from caten_lab.formats.model_check import check_model_tensors
 from caten_lab.formats.rules import WeightsError
-from caten_lab.formats.safetensors_header import SafetensorsHeader, TensorEntry, check_header
+from caten_lab.formats.safetensors_header import TensorEntry
 from caten_lab.formats.strict_json import loads_strict
+from caten_lab.models.weight_files import GGUFFile, import_gguf, open_checked, read_safetensors, tensor_array
 from caten_lab.nn.gpt2 import GPT2Config
 
-__all__ = ["GPT2Weights", "WeightsError", "config_from_dict", "expected_shapes", "load_gguf", "load_hf_dir",
+__all__ = ["GPT2Weights", "WeightsError", "config_from_dict", "expected_shapes", "gguf_tensor_name", "load_gguf", "load_hf_dir",
            "open_checked", "read_safetensors", "save_gguf", "validate_state_dict"]
 
 
@@ -167,64 +166,8 @@ def load_hf_dir(path: str | os.PathLike, *, mapped: bool = False) -> GPT2Weights
     cfg = config_from_dict(loads_strict(cfg_file.read_bytes(), str(cfg_file), WeightsError, "config"), str(cfg_file))
     expected = expected_shapes(cfg)
     header, mm, by_name = open_checked(st_file, expected)
-    sd = {name: _array(mm, header, by_name[name], mapped) for name in expected}
+    sd = {name: tensor_array(mm, header, by_name[name], mapped) for name in expected}
     return GPT2Weights(cfg, sd, str(d))
-
-
-_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4",
-              "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
-
-
-def _open_safetensors(path: Path, f: object) -> tuple[SafetensorsHeader, mmap.mmap | None]:
-    """The validated header (formats/safetensors_header.py) and a private map of the file."""
-    size = os.fstat(f.fileno()).st_size  # type: ignore[attr-defined]
-    header = check_header(str(path), f.read(8), f.read, size)  # type: ignore[attr-defined]
-    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None  # type: ignore[attr-defined]
-    return header, mm
-
-
-def open_checked(path: str | os.PathLike, expected: dict[str, tuple[int, ...]]
-                 ) -> tuple[SafetensorsHeader, mmap.mmap | None, dict[str, TensorEntry]]:
-    """A safetensors file checked by every rule the exported C loader checks too (the header, then its
-    tensors against ``expected``: formats/safetensors_header.py, formats/model_check.py), mapped."""
-    p = Path(path)
-    with open(p, "rb") as f:
-        header, mm = _open_safetensors(p, f)
-    return header, mm, check_model_tensors(str(p), header.entries, expected, lambda e: _raw(mm, header, e))
-
-
-def _raw(mm: mmap.mmap | None, header: SafetensorsHeader, e: TensorEntry) -> np.ndarray:
-    if mm is None or e.nbytes == 0:
-        return np.zeros(0, np.uint8)
-    return np.frombuffer(mm, np.uint8, e.nbytes, header.data_start + e.begin)
-
-
-def _array(mm: mmap.mmap | None, header: SafetensorsHeader, e: TensorEntry, mapped: bool) -> np.ndarray:
-    dt = np.dtype(_ST_DTYPES[e.dtype])
-    count = e.nbytes // dt.itemsize
-    if count == 0 or mm is None:
-        arr = np.zeros(e.shape, dt)
-    else:
-        arr = np.frombuffer(mm, dt, count, header.data_start + e.begin).reshape(e.shape)
-    if e.dtype == "BF16":
-        return (arr.astype(np.uint32) << 16).view(np.float32)
-    return arr if mapped else arr.copy()
-
-
-def read_safetensors(path: str | os.PathLike, *, mapped: bool = False) -> dict[str, np.ndarray]:
-    """Every tensor of a safetensors file as NumPy arrays (bfloat16 is widened to float32).
-
-    The header is validated first (rules HEADER .. OVERLAP: duplicate keys, integer offsets, dtype /
-    size agreement, bounds, overlap); nothing is read from a file that breaks one.
-    ``mapped=True``: views of a private (copy-on-write) memory map instead of copies, for a caller
-    that converts every weight right away (the GPT-2 runner): reading ~0.5 GB into fresh memory
-    first would be one more pass over the data for nothing. Writing to a view never changes the
-    file, but the views must not outlive an in-place overwrite of it (that truncates the mapping).
-    """
-    p = Path(path)
-    with open(p, "rb") as f:
-        header, mm = _open_safetensors(p, f)
-    return {e.name: _array(mm, header, e, mapped) for e in header.entries}
 
 
 # ---- GGUF --------------------------------------------------------------------------------
@@ -253,12 +196,9 @@ _GGUF_BLOCK = {
 TRANSPOSED_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
-def _import_gguf():  # noqa: ANN202 - the gguf module
-    try:
-        import gguf
-    except ImportError:
-        raise WeightsError("reading GGUF needs the gguf package", hint="pip install gguf (a caten_lab dependency)") from None
-    return gguf
+_GGUF_KEYS = frozenset({"gpt2.context_length", "gpt2.embedding_length", "gpt2.block_count", "gpt2.vocab_size",
+                        "gpt2.attention.head_count", "gpt2.attention.layer_norm_epsilon",
+                        "gpt2.feed_forward_length"})
 
 
 def _hf_name(gguf_name: str) -> str | None:
@@ -273,35 +213,37 @@ def _hf_name(gguf_name: str) -> str | None:
     return None
 
 
+def gguf_tensor_name(hf_name: str) -> str | None:
+    """The llama.cpp GGUF name of an HF GPT-2 tensor (``transformer.h.0.attn.c_attn.weight`` ->
+    ``blk.0.attn_qkv.weight``), None for a name GGUF files do not hold."""
+    name = hf_name if hf_name.startswith(("transformer.", "lm_head.")) else "transformer." + hf_name
+    if name == "lm_head.weight":
+        return "output.weight"
+    for g, hf in _GGUF_GLOBAL.items():
+        if hf == name:
+            return g
+    if name.startswith("transformer.h."):
+        idx, rest = name[len("transformer.h."):].split(".", 1)
+        for g, hf in _GGUF_BLOCK.items():
+            if hf == rest:
+                return f"blk.{idx}.{g}"
+    return None
+
+
 def load_gguf(path: str | os.PathLike) -> GPT2Weights:
     """Load a GPT-2 GGUF file (tensors f32, f16, bf16 or a quantized type; dequantized to float32).
 
     The layout (formats/gguf_layout.py: alignment, bounds, overlap, sizes), the config, the tensor
     names and shapes are validated before a tensor is dequantized."""
-    gguf = _import_gguf()
-
-    p = Path(path)
-    if not p.is_file():
-        raise WeightsError(f"{p}: file not found")
-    try:
-        reader = gguf.GGUFReader(str(p))
-    except Exception as exc:  # the gguf package raises ValueError/IndexError/struct errors
-        raise reader_error(str(p), exc) from None
-    check_gguf_layout(str(p), reader, p.stat().st_size, gguf.GGML_QUANT_SIZES)
-
-    def field(key: str, default: object = None) -> object:
-        f = reader.fields.get(key)
-        if f is None:
-            return default
-        try:
-            return f.contents()
-        except Exception as exc:  # the gguf package decodes values lazily (UnicodeDecodeError, ...)
-            raise WeightsError(f"{p}: GGUF field {key!r} cannot be read ({type(exc).__name__}: {exc})",
-                               rule="HEADER", hint="the file is corrupt") from None
-
+    f = GGUFFile(path)
+    p, reader, field = f.path, f.reader, f.field
     arch = field("general.architecture")
     if arch != "gpt2":
         raise WeightsError(f"{p}: general.architecture is {arch!r}, expected 'gpt2'", rule="CONFIG")
+    for key in reader.fields:  # a key caten_lab does not read may change the math: refuse, never drop
+        if key.startswith("gpt2.") and key not in _GGUF_KEYS:
+            raise WeightsError(f"{p}: GGUF key {key!r} is not implemented (value {field(key)!r})", rule="CONFIG",
+                               hint="caten_lab's GPT-2 does not know what it changes; refusing rather than guessing")
     names: dict[str, object] = {}
     for t in reader.tensors:
         name = _hf_name(t.name)
@@ -315,35 +257,24 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
         "n_layer": field("gpt2.block_count"),
         "n_head": field("gpt2.attention.head_count"),
         "layer_norm_epsilon": field("gpt2.attention.layer_norm_epsilon", 1e-5),
+        "n_inner": field("gpt2.feed_forward_length"),
     }
     wte = names.get("transformer.wte.weight")
     cfg_dict["vocab_size"] = int(wte.shape[-1]) if wte is not None else field("gpt2.vocab_size")  # type: ignore[attr-defined]
     tok = field("tokenizer.ggml.eos_token_id")
     if tok is not None:
         cfg_dict["eos_token_id"] = cfg_dict["bos_token_id"] = tok
-    cfg = config_from_dict(
-        {k: (v.item() if isinstance(v, np.generic) else v) for k, v in cfg_dict.items()}, str(p)
-    )
+    cfg = config_from_dict(cfg_dict, str(p))
     expected = expected_shapes(cfg)
     shapes = {}
     for name, t in names.items():
-        shape = tuple(int(x) for x in reversed(t.shape))  # type: ignore[attr-defined]  # GGUF: fastest dim first
+        shape = f.shape(t)
         shapes[name] = tuple(reversed(shape)) if name.endswith(TRANSPOSED_WEIGHTS) else shape
     entries = [TensorEntry(n, "F32", s, 0, 0) for n, s in shapes.items()]
     check_model_tensors(str(p), entries, expected)
     sd: dict[str, np.ndarray] = {}
     for name, t in names.items():
-        try:
-            arr = gguf.dequantize(t.data, t.tensor_type)  # type: ignore[attr-defined]
-        except Exception as exc:
-            raise WeightsError(
-                f"{p}: tensor {t.name!r} of type {t.tensor_type.name} cannot be read ({exc})", rule="DTYPE"  # type: ignore[attr-defined]
-            ) from None
-        arr = np.asarray(arr).reshape(tuple(int(x) for x in reversed(t.shape)))  # type: ignore[attr-defined]
-        if t.tensor_type == gguf.GGMLQuantizationType.F16:  # type: ignore[attr-defined]
-            arr = arr.astype(np.float16)
-        elif arr.dtype != np.float32:
-            arr = arr.astype(np.float32)
+        arr = f.dequantized(t)
         if name.endswith(TRANSPOSED_WEIGHTS):
             arr = np.ascontiguousarray(arr.T)
         sd[name] = arr
@@ -352,7 +283,7 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
 
 def save_gguf(weights: GPT2Weights, path: str | os.PathLike, dtype: str = "f32") -> None:
     """Write GPT-2 weights as GGUF (llama.cpp tensor names/layout); ``dtype`` in f32, f16, q8_0."""
-    gguf = _import_gguf()
+    gguf = import_gguf()
 
     qtype = {
         "f32": gguf.GGMLQuantizationType.F32,

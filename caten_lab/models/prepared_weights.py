@@ -56,8 +56,15 @@ _PREP_CODE = (
     "models/prepared_weights.py",
     "models/gpt2.py",
     "models/gpt2_weights.py",
+    "models/runner.py",
+    "models/llama.py",
+    "models/llama_weights.py",
     "models/quantize.py",
     "nn/gpt2.py",
+    "nn/llama.py",
+    "nn/llama_config.py",
+    "nn/rope.py",
+    "nn/decoder.py",
     "nn/module.py",
     "formats",  # the validator: an entry written before a rule was tightened is not served after it
 )
@@ -100,11 +107,14 @@ def _code_fingerprint() -> str:
 
 
 def source_files(path: str | os.PathLike) -> list[Path] | None:
-    """The files a model is read from (HF dir: config.json + model.safetensors; or one .gguf)."""
+    """The files a model is read from (HF dir: config.json + model.safetensors, or + the shard index
+    and every ``*.safetensors`` shard; or one .gguf)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".gguf":
         return [p]
     files = [p / "config.json", p / "model.safetensors"]
+    if p.is_dir() and not files[1].is_file() and (p / "model.safetensors.index.json").is_file():
+        files = [files[0], p / "model.safetensors.index.json", *sorted(p.glob("*.safetensors"))]
     return files if p.is_dir() and all(f.is_file() for f in files) else None
 
 

@@ -1,30 +1,24 @@
 """GPT-2 (HF GPT2LMHeadModel layout) with a KV cache, traced once for every length and position.
 
-``decoder_graph()`` builds ONE AIR graph with two symbols: ``seq`` (new tokens, the token input is
-(1, seq)) and ``pos`` (where they start in the cache). Prefill is ``seq = len(prompt), pos = 0``;
-each decode step is ``seq = 1, pos = tokens so far``. Cache state outputs are written in place.
+``decoder_graph()`` (nn/decoder.py) builds ONE AIR graph with two symbols, ``seq`` and ``pos``, that
+serves prefill and every decode step; the KV cache is written in place.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from caten_lab.air.dtypes import DType
-from caten_lab.air.graph import Graph
-from caten_lab.air.symbolic import Dim, Sym
-from caten_lab.air.value import Value
-from caten_lab.frontend.build import trace
-from caten_lab.frontend.errors import ShapeError, StateDictError, fmt_shape
-from caten_lab.frontend.realize import execute
+from caten_lab.air.symbolic import Dim
+from caten_lab.frontend.errors import ShapeError, StateDictError
 from caten_lab.frontend.source import user_source
 from caten_lab.frontend.tensor import Tensor
 from caten_lab.nn.attention import CausalSelfAttention
+from caten_lab.nn.decoder import CachedDecoder, check_tokens
 from caten_lab.nn.layers import MLP, Embedding, LayerNorm
 from caten_lab.nn.module import Module, ModuleList, buffer_of, parameter
-from caten_lab.token_ids import check_token_ids
 
 
 @dataclass
@@ -94,18 +88,6 @@ def _std(shape: tuple, std: float):  # noqa: ANN202
     return buffer_of(p).init
 
 
-@dataclass
-class DecoderGraph:
-    """The one graph that serves prefill and decode, with the names a compiler/runner needs."""
-
-    graph: Graph
-    arrays: dict[str, np.ndarray]  # parameters and cache states, by input name
-    tokens: str  # name of the token input, shape (1, seq), int64
-    logits: Value  # value id of the logits output (graph.outputs[0]), shape (1, seq, vocab)
-    states: list[str] = field(default_factory=list)  # cache buffer names (also graph outputs, in place)
-    symbols: tuple[str, str] = ("seq", "pos")
-
-
 _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 _HF_BUFFERS = (".attn.bias", ".attn.masked_bias")
 
@@ -138,7 +120,7 @@ def hf_state_views(sd: dict[str, Any], config: GPT2Config) -> dict[str, Any]:
     return mine
 
 
-class GPT2(Module):
+class GPT2(CachedDecoder):
     """GPT-2 language model: ``model(tokens, pos)`` -> logits (1, seq, vocab); lm_head tied to wte."""
 
     def __init__(self, config: GPT2Config | Any | None = None, **overrides: Any) -> None:
@@ -153,17 +135,12 @@ class GPT2(Module):
             setattr(cfg, k, v)
         self.config = cfg
         self.transformer = GPT2Model(cfg)
-        self._decoder: DecoderGraph | None = None
+        self._decoder = None
         self.assign_names()
 
     def forward(self, tokens: Tensor, pos: Dim = 0, last_only: bool = False) -> Tensor:
         cfg = self.config
-        if tokens.ndim != 2 or not tokens.dtype.is_int:
-            raise ShapeError(
-                f"GPT2: tokens must be an int tensor of shape (1, seq), got {tokens.dtype.value}"
-                f"{fmt_shape(tokens.shape)}",
-                where=user_source(),
-            )
+        check_tokens(tokens, "GPT2")
         t = tokens.shape[1]
         tr = self.transformer
         x = tr.wte(tokens) + tr.wpe.weight[pos : pos + t]
@@ -180,50 +157,3 @@ class GPT2(Module):
         self.load_state_dict(hf_state_views(sd, self.config))
         self._decoder = None
         return self
-
-    # ---- one graph for prefill and decode ------------------------------------------------------
-    def decoder_graph(self, *, bind: bool = True, last_only: bool = False) -> DecoderGraph:
-        """Trace ``forward`` once with symbols seq and pos; the caches are left untouched."""
-        self.assign_names()
-        seq, pos = Sym("seq"), Sym("pos")
-        tokens = Tensor.placeholder((1, seq), DType.int64, name="tokens")
-        caches = [t for _, t in self.named_states()]
-        saved = [t.node for t in caches]
-        logits = self.forward(tokens, pos, last_only)
-        traced = trace([logits], bind=bind)
-        for t, node in zip(caches, saved):  # tracing must not leave pending writes behind
-            buf = buffer_of(t)
-            if buf is not None:
-                buf.pending = None
-                buf.owner = t
-            t.node = node
-        return DecoderGraph(
-            traced.graph, traced.arrays, "tokens", traced.graph.outputs[0], list(traced.states)
-        )
-
-    def step(self, token_ids: Any, pos: int) -> np.ndarray:
-        """Run new tokens (shape (seq,) or (1, seq)) at position ``pos``; returns logits (1, seq, vocab)."""
-        if self._decoder is None:
-            self._decoder = self.decoder_graph()
-        d = self._decoder
-        ids = np.asarray(check_token_ids(token_ids, self.config.vocab_size, "step"), dtype=np.int64).reshape(1, -1)
-        return execute(d.graph, {**d.arrays, d.tokens: ids}, {"pos": int(pos)})[0]
-
-    def reset_cache(self) -> None:
-        for _, t in self.named_states():
-            buf = buffer_of(t)
-            if buf is not None and buf.array is not None:
-                buf.array[...] = 0
-
-    def generate(self, prompt: list[int], max_new_tokens: int) -> list[int]:
-        """Greedy decoding through the KV cache (one prefill step, then one token per step)."""
-        self.reset_cache()
-        out = check_token_ids(prompt, self.config.vocab_size, "prompt")
-        logits = self.step(out, 0)
-        for _ in range(max_new_tokens):
-            nxt = int(np.argmax(logits[0, -1]))
-            out.append(nxt)
-            if len(out) >= self.config.cache_len:
-                break
-            logits = self.step([nxt], len(out) - 1)
-        return out

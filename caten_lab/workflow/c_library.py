@@ -17,10 +17,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from caten_lab.formats.gguf_header import mapped, metadata_hash
 from caten_lab.models.quantize import FORMATS
 from caten_lab.runtime.objects import compile_objects, current_toolchain, link
 from caten_lab.workflow.cgen import render_c
-from caten_lab.workflow.model_tables import ExportError, check_c_call, check_tokenizer_tables, model_tables
+from caten_lab.workflow.model_tables import (
+    ExportError,
+    check_c_call,
+    check_tokenizer_tables,
+    model_tables,
+    tokenizer_check_tables,
+)
 from caten_lab.workflow.tokenizers.bpe_actions import gpt2_encode, tokens_to_bytes
 from caten_lab.workflow.tokenizers.static_data import incbin_c, pack_static
 
@@ -65,7 +72,11 @@ RUNTIME_FILES = (
     "st_loader.c",
     "weight_read.c",
     "vocab_check.c",
+    "gguf_reader.h",
+    "gguf_reader.c",
+    "gguf_meta.c",
     "model_buffers.c",
+    "gguf_weights.c",
     "tok_tables.c",
     "vocab_tables.c",
     "context.c",
@@ -129,6 +140,9 @@ def build(out: Path, name: str, units: dict[str, str], main_c: str, header: str,
             path.write_bytes(content)
         else:
             path.write_text(content)
+    clash = sorted(f"{unit}.c" for unit in units if f"{unit}.c" in includes)
+    if clash:
+        raise ExportError(f"translation units {clash} would overwrite the fixed C files of the same name")
     sources = []
     for unit, text in units.items():
         c = src_dir / f"{unit}.c"
@@ -162,7 +176,13 @@ def export_library(
     includes: dict[str, str | bytes] = {f: fill(c_file(f), values) for f in (*RUNTIME_FILES, *spec.files)}
     includes["rules.h"] = (resources.files("caten_lab.formats") / "rules.h").read_text(encoding="utf-8")
     vocab_hash = fnv64((Path(workflow.model_dir) / "vocab.json").read_bytes())
-    model_blob = model_tables(runner, runner.n_ctx, vocab_hash)
+    source, keys = getattr(workflow, "source", None), tuple(getattr(workflow, "tokenizer_keys", ()))
+    check = None
+    if keys:
+        if source is None or source.header is None:
+            raise ExportError("tokenizer_keys need a GGUF weights source (their values are checked in that file)")
+        check = tokenizer_check_tables(keys, metadata_hash(source.header, mapped(source.path), list(keys)))
+    model_blob = model_tables(runner, runner.n_ctx, vocab_hash, source, getattr(workflow, "chat", None), check)
     tok_blob = pack_static(tok.static_args())
     check_tokenizer_tables(tok_blob)
     for stem, symbol, blob in (("model", "ct_m", model_blob), ("tokenizer", "ct_tok", tok_blob)):

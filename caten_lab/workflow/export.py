@@ -31,10 +31,12 @@ from caten_lab.workflow.generation import emit_token, generate_loop, model_forwa
 from caten_lab.workflow.host import link_host_calls
 from caten_lab.workflow.model_tables import ExportError, check_c_call
 from caten_lab.workflow.perplexity import export_perplexity
+from caten_lab.workflow.prompt_actions import assemble_prompt
+from caten_lab.workflow.weight_source import GGUFSource
 
 __all__ = ["ExportError", "Exported", "GenerationWorkflow", "export", "generation_workflow"]
 
-GENERATE_C = WorkflowC("workflow_generate.c", ("generate.c",), "generate.h", "cli_main.c")
+GENERATE_C = WorkflowC("workflow_generate.c", ("generate.c", "chat_prompt.c"), "generate.h", "cli_main.c")
 
 
 @dataclass
@@ -46,6 +48,9 @@ class GenerationWorkflow:
     tokenizer: Any  # workflow.tokenizers.GPT2Tokenizer
     name: str = "gpt2"
     kind: str = "generate"
+    source: Any = None  # where the library reads the weights: None = model_dir's safetensors, or a GGUFSource
+    chat: Any = None  # the chat template's layout (workflow/chat_layout.ChatLayout): <name>_chat and --chat
+    tokenizer_keys: tuple[str, ...] = ()  # GGUF keys whose values the library checks are the exported file's
 
 
 def generation_workflow(
@@ -54,32 +59,42 @@ def generation_workflow(
     name: str = "gpt2",
     n_ctx: int | None = None,
     weight_format: str = "fp32",
+    weights: str | os.PathLike | None = None,
 ) -> GenerationWorkflow:
     """The GPT-2 text generation workflow of a local Hugging Face directory.
 
     ``weight_format`` (fp32 / fp16 / int8) is how the matmul weights are stored, exactly as
     ``GPT2Runner(weight_format=...)`` stores them: the exported library still reads the HF fp32 (or
     F16/BF16) safetensors and converts at load time, so it computes what that runner computes.
+    ``weights``: a GPT-2 ``.gguf`` file to read instead of the directory's safetensors (the
+    directory then only gives vocab.json and merges.txt); the library reads that file (F32, F16,
+    BF16 or Q8_0 tensors), as ``GPT2Runner.from_pretrained(weights)`` does.
     """
     from caten_lab.models.gpt2 import GPT2Runner
+    from caten_lab.models.gpt2_weights import gguf_tensor_name
     from caten_lab.workflow.tokenizers import GPT2Tokenizer
 
     check_weight_format(weight_format)
     d = Path(model_dir)
-    for f in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
+    gguf_file = Path(weights) if weights is not None else None
+    if gguf_file is not None and (gguf_file.suffix != ".gguf" or not gguf_file.is_file()):
+        raise ExportError(f"{gguf_file}: not a .gguf file", hint="weights= takes a GPT-2 GGUF file")
+    need = ("vocab.json", "merges.txt") if gguf_file else ("config.json", "model.safetensors", "vocab.json", "merges.txt")
+    for f in need:
         if not (d / f).is_file():
             raise ExportError(
                 f"{d / f}: not found",
                 hint="export needs a GPT-2 directory with config.json, "
-                "model.safetensors, vocab.json and merges.txt",
+                "model.safetensors, vocab.json and merges.txt (with weights=FILE.gguf: vocab.json and merges.txt)",
             )
     if not name.isidentifier():
         raise ExportError(f"workflow name {name!r} must be a C identifier")
     runner = GPT2Runner.from_pretrained(  # export needs the C program
-        d, n_ctx=n_ctx, backend="c", weight_format=weight_format
+        gguf_file or d, n_ctx=n_ctx, backend="c", weight_format=weight_format
     )
     tok = GPT2Tokenizer.from_files(d / "vocab.json", d / "merges.txt")
-    return GenerationWorkflow(d, runner, tok, name)
+    source = GGUFSource(gguf_file, gguf_tensor_name, "gpt2") if gguf_file else None
+    return GenerationWorkflow(d, runner, tok, name, source=source)
 
 
 def with_weight_format(workflow: Any, weight_format: str | None) -> Any:
@@ -94,8 +109,9 @@ def with_weight_format(workflow: Any, weight_format: str | None) -> Any:
         return workflow
     check_weight_format(weight_format)
     old = workflow.runner
+    source = getattr(workflow, "source", None)
     runner = GPT2Runner.from_pretrained(
-        workflow.model_dir,
+        source.path if source is not None else workflow.model_dir,
         n_ctx=old.n_ctx,
         backend="c",
         all_logits=old.all_logits,
@@ -119,7 +135,10 @@ def export(workflow: Any, directory: str | os.PathLike, *, weight_format: str | 
     if workflow.kind == "perplexity":
         return export_perplexity(workflow, directory)
     loop = render_c(generate_loop)
-    return export_library(workflow, directory, GENERATE_C, {"generate_loop": loop_unit(loop)}, [loop.cdef])
+    chat = render_c(assemble_prompt)
+    check_c_call(assemble_prompt, chat.entry)
+    units = {"generate_loop": loop_unit(loop), "prompt_assembly": chat.source}
+    return export_library(workflow, directory, GENERATE_C, units, [loop.cdef, chat.cdef])
 
 
 def loop_unit(loop: Any = None) -> str:

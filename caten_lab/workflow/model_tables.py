@@ -8,7 +8,11 @@ into one blob (``workflow/tokenizers/static_data.pack_static``) that the library
   polynomial in the program's symbols (``size_code``: terms of coefficient, degree, symbol indices),
   derived from the symbolic shape itself, never from rendered C text;
 - per symbol: its role (0 = seq, the call's token count; 1 = pos, its start position);
-- per file tensor: a ``ct_weight`` record (``WEIGHT_FIELDS``) and its NUL-terminated name;
+- the weights, by their source (``ct_m_source``): for a safetensors file one ``ct_weight`` record
+  (``WEIGHT_FIELDS``) per file tensor and its NUL-terminated name; for a GGUF file one ``ct_bind``
+  record per program input (workflow/weight_source.py: raw bytes, float values or a constant table);
+- the chat template's layout (``chat_tables``: c/chat_prompt.c) and, for a GGUF tokenizer, the hash
+  of its metadata the library checks (``tokenizer_check_tables``);
 - scalars: counts, context, vocabulary size, end-of-text id, the token and logits buffers, and the
   FNV-1a hash of the exported vocabulary file.
 
@@ -39,7 +43,7 @@ WEIGHT_FIELDS = ("buf", "name", "ndim", "shape0", "shape1", "shape2", "shape3", 
 MAX_WEIGHT_DIMS = 4
 
 # how the compiled program stores a weight (models/quantize.py format_graph): suffix -> (format, dtype)
-_STORED = {".fp16": ("fp16", np.float16), ".int8": ("int8", np.int8), ".scale": ("scale", np.float32)}
+STORED_SUFFIXES = {".fp16": ("fp16", np.float16), ".int8": ("int8", np.int8), ".scale": ("scale", np.float32)}
 
 
 class ExportError(CatenError):
@@ -81,6 +85,9 @@ C_CALLS = {
         "prompt:i32[1] n_prompt:i64 max_new:i64 n_ctx:i64 eos:i64 stop_at_eos:i32 logits:f32[1] "
         "history:i32[1] one:i32[1] temperature:f64 top_k:i64 top_p:f64 repetition_penalty:f64 "
         "seed_hi:i64 seed_lo:i64 x:f64[1] p:f64[1] order:i32[1] seen:u8[1] st:i64[1] -> i64"
+    ),
+    "assemble_prompt": (
+        "kinds:i32[1] values:i32[1] n_parts:i64 seg_ids:i32[1] seg_start:i32[1] n_vocab:i64 out:i32[1] cap:i64 -> i64"
     ),
     "chunk_end": "buf:u8[1] n:i64 last:i32 -> i64",
     "next_window": "tokens:i32[1] n_tokens:i64 start:i64 window:i64 out:i32[1] -> i64",
@@ -146,7 +153,7 @@ def weight_entry(b: int, name: str, info: Any, hf: dict[str, tuple[int, ...]], w
     the traced program and the file layout is refused here rather than computed wrong there.
     """
     base, (fmt, dtype) = name, ("fp32", np.float32)
-    for suffix, stored in _STORED.items():
+    for suffix, stored in STORED_SUFFIXES.items():
         if name.endswith(suffix):
             base, (fmt, dtype) = name[: -len(suffix)], stored
     if base not in hf:
@@ -195,6 +202,17 @@ def weight_records(weights: list[Weight], names: list[str]) -> tuple[np.ndarray,
     return records.reshape(-1), np.frombuffer(bytes(text) or b"\0", dtype=np.uint8)
 
 
+def no_weight_tables() -> dict[str, object]:
+    """The safetensors weight tables of a library whose weights come from elsewhere (none)."""
+    return {"weights": np.zeros(len(WEIGHT_FIELDS), dtype=np.int64), "names": np.zeros(1, dtype=np.uint8), "nweights": 0}
+
+
+def no_bind_tables() -> dict[str, object]:
+    """The GGUF bind tables (workflow/weight_source.py) of a library that reads safetensors (none)."""
+    return {"source": 0, "binds": np.zeros(12, dtype=np.int64), "nbinds": 0, "bind_names": np.zeros(1, dtype=np.uint8),
+            "consts": np.zeros(1, dtype=np.uint8), "arch": np.zeros(1, dtype=np.uint8)}
+
+
 def size_code(d: Any, index: dict[str, int], what: str) -> list[int]:
     """The terms (coefficient, degree, symbol index x degree) of the polynomial ``d`` over the symbols
     ``index`` (name -> position in ``sym``), as c/model_tables.c ``ct_elems`` evaluates them."""
@@ -215,8 +233,30 @@ def size_code(d: Any, index: dict[str, int], what: str) -> list[int]:
     return code
 
 
-def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
-    """The compiled program's buffers, symbols and weights as the data c/model_tables.c reads."""
+def chat_tables(layout: Any) -> dict[str, object]:
+    """The chat layouts of c/chat_prompt.c (``layout``: a workflow/chat_layout.ChatLayout, or None:
+    the library has no chat template)."""
+    if layout is None:
+        return {"has_chat": 0, "chat_parts": np.zeros(4, dtype=np.int32), "chat_starts": np.zeros(3, dtype=np.int32),
+                "chat_text": np.zeros(1, dtype=np.uint8)}
+    return {"has_chat": 1, **layout.tables()}
+
+
+def tokenizer_check_tables(keys: tuple[str, ...], file_hash: int) -> dict[str, object]:
+    """What c/context.c checks of a GGUF weights file's tokenizer: the hash of these metadata keys'
+    values (formats/gguf_header.metadata_hash) must be the exported file's; no keys: no check."""
+    text = b"".join(k.encode() + b"\0" for k in keys)
+    return {"tok_nkeys": len(keys), "tok_keys": np.frombuffer(text or b"\0", dtype=np.uint8),
+            "tok_hash": np.asarray([file_hash], dtype=np.uint64).view(np.int64)}
+
+
+def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None, chat: Any = None,
+                 tokenizer_check: dict[str, object] | None = None) -> StaticBlob:
+    """The compiled program's buffers, symbols and weights as the data c/model_tables.c reads.
+
+    ``source``: where the library reads the weights; None: an HF GPT-2 safetensors file (the
+    ``ct_weight`` records), else an object with ``tables(inputs, weight_format)`` giving the weight
+    tables (workflow/weight_source.py: a GGUF file). ``chat``: the chat template's layout, if any."""
     prog = runner.program
     if getattr(prog, "schedule", None) is None or prog.c_source is None:
         raise ExportError("the model was not compiled with the C backend", hint="export needs backend='c'")
@@ -231,8 +271,7 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
     n_slots = (max(slot_of.values()) + 1) if slot_of else 0
     names = list(sched.buffers)
     kinds, slots, items, size_at, code = [], [], [], [0], []
-    hf = expected_shapes(runner.config)
-    weights: list[Weight] = []
+    inputs: list[tuple[int, str, Any]] = []
     for b, name in enumerate(names):
         info = sched.buffers[name]
         kind = "tokens" if name == runner.tokens_name else info.kind
@@ -244,13 +283,19 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
             if slot < 0:
                 slot, n_slots = n_slots, n_slots + 1
         if kind == "input":
-            weights.append(weight_entry(b, name, info, hf, runner.weight_format))
+            inputs.append((b, name, info))
         kinds.append(KIND_CODES[kind])
         slots.append(slot)
         items.append(np.dtype(info.dtype.np).itemsize)
         code += size_code(numel(tuple(info.shape)), index, f"buffer {name!r}")
         size_at.append(len(code))
-    records, wnames = weight_records(weights, names)
+    if source is None:
+        hf = expected_shapes(runner.config)
+        records, wnames = weight_records([weight_entry(b, n, i, hf, runner.weight_format) for b, n, i in inputs], names)
+        weight_tables = {"weights": records, "names": wnames, "nweights": len(records) // len(WEIGHT_FIELDS),
+                         **no_bind_tables()}
+    else:
+        weight_tables = source.tables(inputs, runner.weight_format)
     tables = {
         "kind": np.asarray(kinds, dtype=np.int64),
         "slot": np.asarray(slots, dtype=np.int64),
@@ -258,8 +303,6 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
         "size_at": np.asarray(size_at, dtype=np.int64),
         "size_code": np.asarray(code or [0], dtype=np.int64),
         "sym_role": np.asarray([MODEL_SYMBOLS.index(s) for s in syms] or [0], dtype=np.int64),
-        "weights": records,
-        "names": wnames,
         "vocab_hash": np.asarray([vocab_hash], dtype=np.uint64).view(np.int64),
         "nbuf": len(names),
         "nsym": len(syms),
@@ -269,6 +312,8 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int) -> StaticBlob:
         "eos": int(runner.config.eos_token_id),
         "tokens_buf": names.index(runner.tokens_name),
         "out_buf": names.index(sched.outputs[0]),
-        "nweights": len(records) // len(WEIGHT_FIELDS),
+        **weight_tables,
+        **chat_tables(chat),
+        **(tokenizer_check or tokenizer_check_tables((), 0)),
     }
     return pack_static(tables)

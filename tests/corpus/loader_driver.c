@@ -17,6 +17,9 @@
 #include "st_loader.c"
 #include "weight_read.c"
 #include "vocab_check.c"
+#include "gguf_reader.h"
+#include "gguf_reader.c"
+#include "gguf_meta.c"
 
 static char MSG[1024];
 
@@ -45,6 +48,15 @@ int drv_st_read(const char *path, const char *name, int ndim, const int64_t *sha
   int rc = ct_st_open(&st, path, MSG);
   if (!rc) rc = ct_st_load(&st, path, name, ndim, shape, 0, CT_FMT_FP32, dst, NULL, MSG);
   ct_st_close(&st);
+  return verdict(rc);
+}
+
+/* a GGUF file through the strict reader (header walk, then layout) */
+int drv_gguf(const char *path) {
+  ct_gguf g;
+  MSG[0] = 0;
+  int rc = ct_gguf_open(&g, path, MSG);
+  ct_gguf_close(&g);
   return verdict(rc);
 }
 

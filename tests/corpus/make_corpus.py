@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from gguf_cases import gguf_header_cases, gguf_rebuild
 
 HERE = Path(__file__).resolve().parent
 # the model the safetensors corpus is written for (tiny, so every file is a few KB)
@@ -270,6 +271,8 @@ def gguf_cases(tmp: Path) -> dict[str, bytes]:
     out["HEADER-architecture-not-utf8"] = valid[:at] + b"\xc0" + valid[at + 1 :]  # found by atheris
     at = valid.index(b"gpt2.block_count") + len(b"gpt2.block_count") + 4  # the uint32 after its type
     out["CONFIG-huge-block-count"] = valid[:at] + struct.pack("<I", 1 << 31) + valid[at + 4 :]  # found by atheris
+    assert gguf_rebuild(valid) == valid  # the raw encoder writes what the gguf package writes
+    out.update(gguf_header_cases(valid))
     return out
 
 

@@ -122,3 +122,25 @@ def test_safetensors_bad_tensor_entry_is_a_clear_error(tmp_path):
 
     with pytest.raises(WeightsError, match="'w'.*needs 64"):
         read_safetensors(f)
+
+
+@pytest.mark.parametrize("key", ["gpt2.attention.scale_attn_by_inverse_layer_idx", "gpt2.rope.freq_base"])
+def test_gguf_unknown_gpt2_key_is_refused_naming_it(tiny_hf_dir, tmp_path, monkeypatch, key):
+    """A gpt2.* key the loader does not read might change the math: refused, never dropped."""
+    import gguf
+
+    real = gguf.GGUFWriter
+
+    class WithKey(real):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.add_float32(key, 1.0)
+
+    d, _ = tiny_hf_dir
+    with monkeypatch.context() as mp:
+        mp.setattr(gguf, "GGUFWriter", WithKey)
+        save_gguf(load_hf_dir(d), tmp_path / "m.gguf")
+    with pytest.raises(WeightsError, match=f"GGUF key '{key}' is not implemented"):
+        load_gguf(tmp_path / "m.gguf")
+    save_gguf(load_hf_dir(d), tmp_path / "ok.gguf")
+    assert load_gguf(tmp_path / "ok.gguf").config.n_layer == 2

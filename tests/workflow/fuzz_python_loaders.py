@@ -2,8 +2,8 @@
 
 Run by tests/workflow/test_fuzz_loaders.py as ``python fuzz_python_loaders.py DRIVER_SO WORKDIR
 -runs=N -max_total_time=T CORPUS_DIR``. Byte 0 of an input picks the loader, the rest is the file.
-A finding is any exception but a CatenError (a crash of the loader), or a safetensors / vocabulary
-verdict that differs from the exported C loader's (the driver, through ctypes): both raise here, so
+A finding is any exception but a CatenError (a crash of the loader), or a safetensors, vocabulary or
+GGUF verdict that differs from the exported C loader's (the driver, through ctypes): both raise here, so
 atheris stops and exits non-zero with the input saved.
 """
 
@@ -17,7 +17,14 @@ import atheris
 
 with atheris.instrument_imports():
     from caten_lab.errors import CatenError
-    from caten_lab.formats import gguf_layout, model_check, safetensors_header, strict_json, vocab_check  # noqa: F401
+    from caten_lab.formats import (  # noqa: F401
+        gguf_header,
+        gguf_layout,
+        model_check,
+        safetensors_header,
+        strict_json,
+        vocab_check,
+    )
     from caten_lab.formats.rules import WeightsError
     from caten_lab.models import gpt2_weights
     from caten_lab.workflow.tokenizers import spm_model
@@ -57,6 +64,9 @@ def one(data: bytes) -> None:
     elif mode == "merges":
         verdict(lambda: vocab_check.check_merges(body, "merges", VOCAB))
     elif mode == "gguf":
+        py, c = V.py_gguf(path), V.c_gguf(LIB, path)
+        if py != c:
+            raise AssertionError(f"GGUF verdicts differ: python {py}, C {c}")
         verdict(lambda: gpt2_weights.load_gguf(path))
     elif mode == "config":
         verdict(lambda: gpt2_weights.config_from_dict(strict_json.loads_strict(body, "config", WeightsError, "config")))

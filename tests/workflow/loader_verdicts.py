@@ -43,6 +43,7 @@ def build_driver(out: Path, extra: tuple[str, ...] = ()) -> ctypes.CDLL:
     lib.drv_st.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     lib.drv_st_read.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
     lib.drv_vocab.argtypes = [ctypes.c_char_p, ctypes.c_int64]
+    lib.drv_gguf.argtypes = [ctypes.c_char_p]
     return lib
 
 
@@ -74,6 +75,21 @@ def c_safetensors(lib: ctypes.CDLL, path: Path, ex: Expected) -> str | None:
 
 def c_vocab(lib: ctypes.CDLL, path: Path, n_vocab: int) -> str | None:
     return _c_rule(lib.drv_vocab(str(path).encode(), n_vocab), lib)
+
+
+def c_gguf(lib: ctypes.CDLL, path: Path) -> str | None:
+    return _c_rule(lib.drv_gguf(str(path).encode()), lib)
+
+
+def py_gguf(path: Path) -> str | None:
+    """The strict GGUF reader's verdict (formats/gguf_header.py: header walk, then layout)."""
+    from caten_lab.formats.gguf_header import read_gguf_header
+
+    try:
+        read_gguf_header(path)
+    except FormatError as e:
+        return e.rule
+    return None
 
 
 def py_safetensors(path: Path, expected: dict[str, tuple[int, ...]]) -> str | None:

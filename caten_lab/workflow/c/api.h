@@ -26,7 +26,8 @@ enum {
 
 typedef struct @P@_ctx @P@_ctx;
 
-/* Load the weights (a .safetensors file, or a directory holding model.safetensors). The tokenizer
+/* Load the weights (a .safetensors file, or a directory holding model.safetensors; a library exported
+   from a GGUF model reads that .gguf file, mapped: see @P@_weight_format). The tokenizer
    tables of the exported vocabulary are linked into the library: vocab_path / merges_path may be
    NULL. A vocab.json / encoder.json other than the exported one is loaded and its tables built at
    init (it must have the model's vocabulary size); a merges file is checked for its format.

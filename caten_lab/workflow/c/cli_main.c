@@ -10,7 +10,7 @@
 #include <string.h>
 #include "@P@.h"
 
-static int print_ids;
+static int print_ids, chat;
 
 static int on_token(int32_t id, const char *text, size_t len, void *user) {
   (void)user;
@@ -24,9 +24,11 @@ static void usage(const char *argv0) {
   fprintf(stderr,
     "usage: %s --weights PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
     "          [--top-p P] [--repetition-penalty R] [--seed S] [--vocab FILE] [--merges FILE]\n"
-    "          [--no-eos-stop] [--ids]\n"
+    "          [--no-eos-stop] [--ids] [--chat [--system TEXT]]\n"
     "Generates text with the exported GPT-2 workflow (no Python involved).\n"
-    "--weights: model.safetensors or its directory; --ids prints token ids instead of text.\n"
+    "--weights: model.safetensors or its directory (--model FILE.gguf: the same, for a library exported\n"
+    "from a GGUF file); --ids prints token ids instead of text; --chat: the prompt is a user message\n"
+    "in the model's chat template (--system: its system message, else the template's default).\n"
     "The matmul weights are stored as " @U@_WEIGHT_FORMAT " (converted while loading).\n", argv0);
 }
 
@@ -70,7 +72,7 @@ static int parse_real(const char *opt, const char *v, double *out) {
 }
 
 int main(int argc, char **argv) {
-  const char *weights = NULL, *vocab = NULL, *merges = NULL, *prompt = "The king said";
+  const char *weights = NULL, *vocab = NULL, *merges = NULL, *prompt = "The king said", *system = NULL;
   @P@_options o;
   @P@_default_options(&o);
   for (int i = 1; i < argc; i++) {
@@ -81,14 +83,16 @@ int main(int argc, char **argv) {
     int ok = 1;
     if (!strcmp(a, "--ids")) { print_ids = 1; continue; }
     if (!strcmp(a, "--no-eos-stop")) { o.stop_at_eos = 0; continue; }
+    if (!strcmp(a, "--chat")) { chat = 1; continue; }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(argv[0]); return 0; }
     if (strncmp(a, "--", 2) != 0) { fprintf(stderr, "error (argument): unexpected argument '%s'\n", a); usage(argv[0]); return 1; }
     if (!v) { fprintf(stderr, "error (argument): %s needs a value\n", a); usage(argv[0]); return 1; }
     i++;
-    if (!strcmp(a, "--weights")) weights = v;
+    if (!strcmp(a, "--weights") || !strcmp(a, "--model")) weights = v;
     else if (!strcmp(a, "--vocab")) vocab = v;
     else if (!strcmp(a, "--merges")) merges = v;
     else if (!strcmp(a, "--prompt")) prompt = v;
+    else if (!strcmp(a, "--system")) system = v;
     else if (!strcmp(a, "--tokens")) { ok = parse_int(a, v, 0, INT32_MAX, &n); o.max_new_tokens = (int32_t)n; }
     else if (!strcmp(a, "--top-k")) { ok = parse_int(a, v, 0, INT32_MAX, &n); o.top_k = (int32_t)n; }
     else if (!strcmp(a, "--temperature")) ok = parse_real(a, v, &o.temperature);
@@ -98,12 +102,13 @@ int main(int argc, char **argv) {
     else { fprintf(stderr, "error (argument): unknown option %s\n", a); usage(argv[0]); return 1; }
     if (!ok) return 1;
   }
-  if (!weights) { fprintf(stderr, "error (argument): --weights is required\n"); usage(argv[0]); return 1; }
+  if (!weights) { fprintf(stderr, "error (argument): --weights (or --model) is required\n"); usage(argv[0]); return 1; }
   int err = 0;
   @P@_ctx *ctx = @P@_init(weights, vocab, merges, &err);
   if (!ctx) { fprintf(stderr, "error (%s): %s\n", @P@_error_name(err), @P@_last_error(NULL)); return 2; }
-  if (!print_ids) fputs(prompt, stdout);
-  int rc = @P@_generate(ctx, prompt, &o, on_token, NULL);
+  if (system && !chat) { fprintf(stderr, "error (argument): --system needs --chat\n"); @P@_free(ctx); return 1; }
+  if (!print_ids && !chat) fputs(prompt, stdout);
+  int rc = chat ? @P@_chat(ctx, system, prompt, &o, on_token, NULL) : @P@_generate(ctx, prompt, &o, on_token, NULL);
   printf("\n");
   fflush(stdout);
   int64_t got = 0;

@@ -53,7 +53,7 @@ API @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const ch
   ct_init_error[0] = 0;
   if (!weights_path) { ct_fail(ct_init_error, "weights_path is NULL"); rc = @U@_ERR_ARGUMENT; goto fail; }
   snprintf(path, sizeof path, "%s", weights_path);
-  {
+  if (CT_SOURCE == 0) {
     size_t n = strlen(path);
     if (n > 0 && path[n - 1] == '/') path[--n] = 0;
     char cand[4096];  /* a directory: use its model.safetensors */
@@ -77,6 +77,16 @@ API @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const ch
   if (merges_path) { rc = ct_check_merges(merges_path, &ctx->tok, ct_init_error); if (rc) goto fail; }
   rc = ct_model_load(&ctx->m, path, ct_init_error);
   if (rc) goto fail;
+  if (CT_SOURCE == 1 && ct_m_tok_nkeys > 0) {  /* the tokenizer linked in is the file's (tokenizer_check_tables) */
+    const char *keys[64];
+    int nk = 0;
+    for (const char *k = (const char *)ct_m_tok_keys; nk < ct_m_tok_nkeys && nk < 64; k += strlen(k) + 1) keys[nk++] = k;
+    if (ct_gguf_metadata_hash(&ctx->m.gguf, keys, nk) != (uint64_t)ct_m_tok_hash[0]) {
+      ct_fail(ct_init_error, "%s: the file's tokenizer (%s ...) differs from the one the library was exported with", path, keys[0]);
+      rc = @U@_ERR_TOKENIZER;
+      goto fail;
+    }
+  }
   ctx->dec_cap = 1;
   for (int64_t i = 0; i < ctx->tok.n_vocab; i++) {
     int64_t l = ctx->tok.offsets[i + 1] - ctx->tok.offsets[i];

@@ -57,23 +57,50 @@ static int ct_stop_reason(const @P@_options *o, const int32_t *history, int64_t 
   return @U@_STOP_CONTEXT_LIMIT;
 }
 
+/* the options checked: @U@_OK, or @U@_ERR_ARGUMENT with the reason */
+static int ct_check_options(@P@_ctx *ctx, const @P@_options *opts, @P@_options *o) {
+  if (opts) *o = *opts; else @P@_default_options(o);
+  if (!(o->temperature >= 0)) { ct_fail(ctx->msg, "temperature must be >= 0, got %g", o->temperature); return @U@_ERR_ARGUMENT; }
+  if (o->top_k < 0) { ct_fail(ctx->msg, "top_k must be >= 0 (0 disables it), got %d", o->top_k); return @U@_ERR_ARGUMENT; }
+  if (!(o->top_p > 0 && o->top_p <= 1)) { ct_fail(ctx->msg, "top_p must be in (0, 1], got %g", o->top_p); return @U@_ERR_ARGUMENT; }
+  if (!(o->repetition_penalty > 0)) { ct_fail(ctx->msg, "repetition_penalty must be > 0, got %g", o->repetition_penalty); return @U@_ERR_ARGUMENT; }
+  if (o->max_new_tokens < 0) { ct_fail(ctx->msg, "max_new_tokens must be >= 0, got %d", o->max_new_tokens); return @U@_ERR_ARGUMENT; }
+  return @U@_OK;
+}
+
+static int ct_generate_ids(@P@_ctx *ctx, const int32_t *ids, int64_t n, const @P@_options *opts, @P@_token_callback cb, void *user);
+
 API int @P@_generate(@P@_ctx *ctx, const char *prompt, const @P@_options *opts, @P@_token_callback cb, void *user) {
   if (!ctx) return @U@_ERR_ARGUMENT;
   ctx->stop_reason = @U@_STOP_NONE;
   ctx->n_generated = 0;
   @P@_options o;
-  if (opts) o = *opts; else @P@_default_options(&o);
   if (!prompt) { ct_fail(ctx->msg, "the prompt is NULL"); return @U@_ERR_ARGUMENT; }
-  if (!(o.temperature >= 0)) { ct_fail(ctx->msg, "temperature must be >= 0, got %g", o.temperature); return @U@_ERR_ARGUMENT; }
-  if (o.top_k < 0) { ct_fail(ctx->msg, "top_k must be >= 0 (0 disables it), got %d", o.top_k); return @U@_ERR_ARGUMENT; }
-  if (!(o.top_p > 0 && o.top_p <= 1)) { ct_fail(ctx->msg, "top_p must be in (0, 1], got %g", o.top_p); return @U@_ERR_ARGUMENT; }
-  if (!(o.repetition_penalty > 0)) { ct_fail(ctx->msg, "repetition_penalty must be > 0, got %g", o.repetition_penalty); return @U@_ERR_ARGUMENT; }
-  if (o.max_new_tokens < 0) { ct_fail(ctx->msg, "max_new_tokens must be >= 0, got %d", o.max_new_tokens); return @U@_ERR_ARGUMENT; }
-  int32_t *ids; int64_t n;
-  int rc = ct_encode(ctx, (const uint8_t *)prompt, (int64_t)strlen(prompt), &ids, &n);
+  int rc = ct_check_options(ctx, opts, &o);
   if (rc) return rc;
-  if (n == 0) { free(ids); ct_fail(ctx->msg, "the prompt is empty: pass at least one character"); return @U@_ERR_ARGUMENT; }
-  if (n > CT_N_CTX) { free(ids); ct_fail(ctx->msg, "context limit: the prompt has %lld tokens, the context holds %d", (long long)n, CT_N_CTX); return @U@_ERR_CONTEXT; }
+  int32_t *ids; int64_t n;
+  rc = ct_encode(ctx, (const uint8_t *)prompt, (int64_t)strlen(prompt), &ids, &n);
+  if (rc) return rc;
+  rc = ct_generate_ids(ctx, ids, n, &o, cb, user);
+  free(ids);
+  return rc;
+}
+
+API int @P@_generate_ids(@P@_ctx *ctx, const int32_t *ids, int64_t n, const @P@_options *opts, @P@_token_callback cb, void *user) {
+  if (!ctx) return @U@_ERR_ARGUMENT;
+  if (!ids && n > 0) { ct_fail(ctx->msg, "ids is NULL but n is %lld", (long long)n); return @U@_ERR_ARGUMENT; }
+  return ct_generate_ids(ctx, ids, n, opts, cb, user);
+}
+
+/* sample after the prompt ids[0:n] (not owned) */
+static int ct_generate_ids(@P@_ctx *ctx, const int32_t *ids, int64_t n, const @P@_options *opts, @P@_token_callback cb, void *user) {
+  ctx->stop_reason = @U@_STOP_NONE;
+  ctx->n_generated = 0;
+  @P@_options o;
+  int rc = ct_check_options(ctx, opts, &o);
+  if (rc) return rc;
+  if (n <= 0) { ct_fail(ctx->msg, "the prompt is empty: pass at least one character"); return @U@_ERR_ARGUMENT; }
+  if (n > CT_N_CTX) { ct_fail(ctx->msg, "context limit: the prompt has %lld tokens, the context holds %d", (long long)n, CT_N_CTX); return @U@_ERR_CONTEXT; }
   /* at most CT_N_CTX - n + 1 tokens fit after the prompt: the history never needs more */
   int64_t max_new = o.max_new_tokens, fit = CT_N_CTX - n + 1;
   int64_t cap = n + (max_new < fit ? max_new : fit) + 1;
@@ -90,7 +117,7 @@ API int @P@_generate(@P@_ctx *ctx, const char *prompt, const @P@_options *opts, 
     int32_t one[1] = {0};
     /* the generation-loop action (workflow/generation.py), by its signature (C_CALLS of model_tables.py) */
     int64_t got = caten_action_generate_loop(
-        ids, n, n, max_new, CT_N_CTX, CT_EOS, o.stop_at_eos ? 1 : 0, (float *)ctx->m.bufs[CT_OUT_BUF], CT_VOCAB,
+        (int32_t *)ids, n, n, max_new, CT_N_CTX, CT_EOS, o.stop_at_eos ? 1 : 0, (float *)ctx->m.bufs[CT_OUT_BUF], CT_VOCAB,
         history, cap, one, 1, o.temperature, o.top_k, o.top_p, o.repetition_penalty,
         (int64_t)(o.seed >> 32), (int64_t)(o.seed & 0xFFFFFFFFu),
         x, CT_VOCAB, p, CT_VOCAB, order, CT_VOCAB, seen, CT_VOCAB, st, 2, aerr);
@@ -102,6 +129,6 @@ API int @P@_generate(@P@_ctx *ctx, const char *prompt, const @P@_options *opts, 
   }
   ct_gen.ctx = NULL;
 done:
-  free(ids); free(history); free(x); free(p); free(order); free(seen);
+  free(history); free(x); free(p); free(order); free(seen);
   return rc;
 }

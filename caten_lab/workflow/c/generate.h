@@ -28,6 +28,17 @@ void @P@_default_options(@P@_options *options);
    Returns an error code; why it stopped and how many tokens it generated: @P@_last_stop. */
 int @P@_generate(@P@_ctx *ctx, const char *prompt_utf8, const @P@_options *options,
                  @P@_token_callback cb, void *user);
+/* The same after a prompt of token ids ids[0:n] (each in 0..vocab size - 1). */
+int @P@_generate_ids(@P@_ctx *ctx, const int32_t *ids, int64_t n, const @P@_options *options,
+                     @P@_token_callback cb, void *user);
+/* Chat: the prompt of the model's chat template (kept as data at export: special tokens as ids) for
+   one user message (system: NULL for the template's default) into ids[0:cap]; *count receives the
+   number of ids even if > cap. @U@_ERR_ARGUMENT if the library has no chat template. */
+int @P@_chat_tokenize(@P@_ctx *ctx, const char *system_utf8, const char *user_utf8, int32_t *ids, int64_t cap,
+                      int64_t *count);
+/* @P@_generate after the chat prompt of one user message. */
+int @P@_chat(@P@_ctx *ctx, const char *system_utf8, const char *user_utf8, const @P@_options *options,
+             @P@_token_callback cb, void *user);
 /* The stop reason of the last @P@_generate on ctx; *n_generated (if not NULL) receives the number
    of tokens it generated. */
 @P@_stop_reason @P@_last_stop(const @P@_ctx *ctx, int64_t *n_generated);

@@ -1,4 +1,5 @@
-/* caten_lab exported library: the model's buffers: load the weights (checked first by st_loader.c),
+/* caten_lab exported library: the model's buffers: load the weights (checked first by st_loader.c, or
+   read from a GGUF file by gguf_weights.c),
    grow the intermediates a call needs, run the compiled program (caten_run) and turn its run-time
    check failures into error codes. Needs model_tables.c and the loader files. */
 
@@ -21,20 +22,39 @@ static uint64_t ct_fnv64_file(const char *path, int *ok) {
 
 typedef struct {
   void *bufs[CT_NBUF];
+  unsigned char view[CT_NBUF];  /* bufs[b] points into the mapped weights file (not owned) */
   void *slots[CT_NSLOT + 1];
   int64_t slot_cap[CT_NSLOT + 1];
+  ct_gguf gguf;                 /* a GGUF weights file, mapped while the model lives (CT_SOURCE 1) */
 } ct_model;
 
 static void ct_model_free(ct_model *m) {
-  for (int b = 0; b < CT_NBUF; b++) if (ct_slot[b] < 0 && m->bufs[b]) free(m->bufs[b]);
+  for (int b = 0; b < CT_NBUF; b++) if (ct_slot[b] < 0 && m->bufs[b] && !m->view[b]) free(m->bufs[b]);
   for (int s = 0; s < CT_NSLOT; s++) free(m->slots[s]);
+  ct_gguf_close(&m->gguf);
   memset(m, 0, sizeof *m);
 }
+
+/* the fixed buffers (weights, state, tokens, outputs) not bound to the file: allocated once */
+static int ct_model_alloc_fixed(ct_model *m, char *msg) {
+  int64_t sym[CT_SYM_SIZE];
+  for (int k = 0; k < CT_NSYM; k++) sym[k] = 0;
+  ct_fixed_symbols(sym);
+  for (int b = 0; b < CT_NBUF; b++) {
+    if (ct_slot[b] >= 0 || m->view[b]) continue;
+    m->bufs[b] = ct_alloc(ct_elems(b, sym) * ct_itemsize[b]);
+    if (!m->bufs[b]) { ct_fail(msg, "out of memory allocating the model buffers"); return @U@_ERR_MEMORY; }
+  }
+  return @U@_OK;
+}
+
+static int ct_gguf_model_load(ct_model *m, const char *path, char *msg);  /* gguf_weights.c */
 
 /* Validate the safetensors file (its header, then its tensors against the exported model: st_loader.c),
    and only then allocate the fixed buffers and read every weight. */
 static int ct_model_load(ct_model *m, const char *path, char *msg) {
   memset(m, 0, sizeof *m);
+  if (CT_SOURCE == 1) return ct_gguf_model_load(m, path, msg);
   ct_st st;
   int rc = ct_st_open(&st, path, msg);
   if (!rc) {
@@ -44,15 +64,8 @@ static int ct_model_load(ct_model *m, const char *path, char *msg) {
     }
     rc = ct_st_check_model(&st, ex, CT_NWEIGHTS, path, msg);
   }
+  if (!rc) rc = ct_model_alloc_fixed(m, msg);
   if (rc) { ct_st_close(&st); return rc; }
-  int64_t sym[CT_SYM_SIZE];
-  for (int k = 0; k < CT_NSYM; k++) sym[k] = 0;
-  ct_fixed_symbols(sym);
-  for (int b = 0; b < CT_NBUF; b++) {
-    if (ct_slot[b] >= 0) continue;
-    m->bufs[b] = ct_alloc(ct_elems(b, sym) * ct_itemsize[b]);
-    if (!m->bufs[b]) { ct_st_close(&st); ct_fail(msg, "out of memory allocating the model buffers"); return @U@_ERR_MEMORY; }
-  }
   for (int w = 0; w < CT_NWEIGHTS; w++) {
     const ct_weight *cw = &ct_weights[w];
     rc = ct_st_load(&st, path, ct_weight_name(w), (int)cw->ndim, cw->shape, (int)cw->transpose, (int)cw->fmt,

@@ -53,3 +53,9 @@ typedef struct { int64_t buf, name, ndim, shape[4], transpose, fmt, scale; } ct_
 _Static_assert(sizeof(ct_weight) == 10 * sizeof(int64_t), "ct_weight is a record of ten int64 fields");
 #define ct_weights ((const ct_weight *)ct_m_weights)
 #define ct_weight_name(w) ((const char *)ct_m_names + ct_weights[w].name)
+
+/* Where the weights come from (ct_m_source, SOURCE_CODES of workflow/weight_source.py): 0 a
+   safetensors file (the ct_weight records above), 1 a GGUF file (the ct_bind records of
+   gguf_weights.c). */
+#define CT_SOURCE ((int)ct_m_source)
+#define CT_NBINDS ((int)ct_m_nbinds)

@@ -100,17 +100,21 @@ def _read_merges(path: Path, vocab: dict[str, int], special: dict[str, int]) -> 
 
 
 def build_bpe_tables(vocab: dict[str, int], merges: list[tuple[str, str]], *, semantics: str = "ranks",
-                     special: dict[str, int] | None = None) -> BPETables:
+                     special: dict[str, int] | None = None, missing_bytes: str = "error") -> BPETables:
     """Tables for byte-level BPE.
 
     ``semantics="ranks"`` merges any adjacent pair whose concatenation is a token, lowest token
     rank first (tiktoken; needs ids ordered like merges, as in GPT-2). ``"merges"`` allows only
     the listed merge rules, lowest line first (original GPT-2 code and `tokenizers`).
+    ``missing_bytes="drop"`` accepts a vocabulary without some single-byte tokens: their
+    ``byte_ids`` are -1 and the encoders leave those bytes out (llama.cpp, `tokenizers`).
     """
     if semantics not in ("ranks", "merges"):
         raise CatenError(f"unknown BPE semantics {semantics!r}", hint="use 'ranks' or 'merges'")
+    if missing_bytes not in ("error", "drop"):
+        raise CatenError(f"unknown missing_bytes {missing_bytes!r}", hint="use 'error' or 'drop'")
     special = dict(special or {})
-    check_vocab_items(vocab.items(), "vocabulary", special=special)
+    check_vocab_items(vocab.items(), "vocabulary", special=special, require_bytes=missing_bytes == "error")
     decoder = {c: b for b, c in bytes_to_unicode().items()}
     n_vocab = len(vocab)
     items = [b""] * n_vocab
@@ -127,7 +131,7 @@ def build_bpe_tables(vocab: dict[str, int], merges: list[tuple[str, str]], *, se
         hashed[tid] = True
     table = build_bytes_table(items, hashed)
     byte_ids = np.array([table.find(bytes([b])) for b in range(256)], dtype=np.int32)
-    if (byte_ids < 0).any():
+    if (byte_ids < 0).any() and missing_bytes == "error":
         missing = [b for b in range(256) if byte_ids[b] < 0][:5]
         raise CatenError(f"vocabulary lacks single-byte tokens for bytes {missing}",
                          hint="byte-level BPE needs one token per byte value")

@@ -8,7 +8,8 @@ from typing import Any
 from caten_lab.errors import CatenError
 from caten_lab.workflow.tokenizers._action import ACTIONS
 
-ENTRY_POINTS = ("gpt2_encode", "tokens_to_bytes", "spm_encode", "spm_decode")
+ENTRY_POINTS = ("gpt2_encode", "tokens_to_bytes", "spm_encode", "spm_decode", "gguf_bpe_encode", "gguf_spm_encode",
+                "gguf_decode")
 
 
 def compiled_available() -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from caten_lab.errors import CatenError
 from caten_lab.formats.vocab_check import byte_alphabet
 
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
@@ -33,6 +34,18 @@ _EXTRA_NUMBERS = (
     (0x10D40, 0x10D49), (0x116D0, 0x116E3), (0x11BF0, 0x11BF9), (0x11F50, 0x11F59), (0x16130, 0x16139),
     (0x16D70, 0x16D79), (0x1CCF0, 0x1CCF9), (0x1D2C0, 0x1D2D3), (0x1E4F0, 0x1E4F9), (0x1E5F1, 0x1E5FA),
 )
+# The Unicode 16.0 additions among those: llama.cpp's tables (unicode-data.cpp) are Unicode 15.1 and
+# leave these unassigned (class OTHER). Measured against llama.cpp through xllamacpp
+# (tests/workflow/test_gguf_tokenizer.py checks every code point against it).
+UNICODE_16_ONLY = (
+    (0x1C89, 0x1C8A), (0xA7CB, 0xA7CD), (0xA7DA, 0xA7DC), (0x105C0, 0x105F3), (0x10D40, 0x10D49),
+    (0x10D4A, 0x10D65), (0x10D6F, 0x10D85), (0x10EC2, 0x10EC4), (0x11380, 0x11389), (0x1138B, 0x1138B),
+    (0x1138E, 0x1138E), (0x11390, 0x113B5), (0x113B7, 0x113B7), (0x113D1, 0x113D1), (0x113D3, 0x113D3),
+    (0x116D0, 0x116E3), (0x11BC0, 0x11BE0), (0x11BF0, 0x11BF9), (0x13460, 0x143FA), (0x16100, 0x1611D),
+    (0x16130, 0x16139), (0x16D40, 0x16D6C), (0x16D70, 0x16D79), (0x18CFF, 0x18CFF), (0x1CCF0, 0x1CCF9),
+    (0x1E5D0, 0x1E5ED), (0x1E5F0, 0x1E5FA),
+)
+UNICODE_VERSIONS = ("16.0", "15.1")
 # \s in the Rust `regex` crate and in Oniguruma: the Unicode White_Space property (25 code points).
 WHITE_SPACE = (
     0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
@@ -43,8 +56,13 @@ N_CODEPOINTS = 0x110000
 BLOCK = 256
 
 
-def codepoint_classes() -> np.ndarray:
-    """Class of every code point (OTHER/LETTER/NUMBER/SPACE) as the GPT-2 regex sees it."""
+def codepoint_classes(unicode: str = "16.0") -> np.ndarray:
+    """Class of every code point (OTHER/LETTER/NUMBER/SPACE) as the GPT-2 regex sees it.
+
+    ``unicode="16.0"``: tiktoken and `tokenizers`; ``"15.1"``: llama.cpp (Unicode 16 additions unassigned).
+    """
+    if unicode not in UNICODE_VERSIONS:
+        raise CatenError(f"unicode version {unicode!r} is not one of {UNICODE_VERSIONS}")
     cls = np.zeros(N_CODEPOINTS, dtype=np.uint8)
     for cp in range(N_CODEPOINTS):
         cat = unicodedata.category(chr(cp))
@@ -56,6 +74,9 @@ def codepoint_classes() -> np.ndarray:
         cls[lo : hi + 1] = LETTER
     for lo, hi in _EXTRA_NUMBERS:
         cls[lo : hi + 1] = NUMBER
+    if unicode == "15.1":
+        for lo, hi in UNICODE_16_ONLY:
+            cls[lo : hi + 1] = OTHER
     cls[list(WHITE_SPACE)] = SPACE
     return cls
 
@@ -71,14 +92,13 @@ class ClassTable:
         return int(self.stage2[self.stage1[cp >> 8] + (cp & 255)])
 
 
-_CLASS_TABLE: ClassTable | None = None
+_CLASS_TABLES: dict[str, ClassTable] = {}
 
 
-def class_table() -> ClassTable:
-    """The (cached) two-stage character class table."""
-    global _CLASS_TABLE
-    if _CLASS_TABLE is None:
-        blocks = codepoint_classes().reshape(-1, BLOCK)
+def class_table(unicode: str = "16.0") -> ClassTable:
+    """The (cached) two-stage character class table of a Unicode version (see ``codepoint_classes``)."""
+    if unicode not in _CLASS_TABLES:
+        blocks = codepoint_classes(unicode).reshape(-1, BLOCK)
         index: dict[bytes, int] = {}
         stage1 = np.zeros(len(blocks), dtype=np.int32)
         unique: list[np.ndarray] = []
@@ -88,8 +108,8 @@ def class_table() -> ClassTable:
                 index[key] = len(unique) * BLOCK
                 unique.append(row)
             stage1[i] = index[key]
-        _CLASS_TABLE = ClassTable(stage1, np.concatenate(unique).astype(np.uint8))
-    return _CLASS_TABLE
+        _CLASS_TABLES[unicode] = ClassTable(stage1, np.concatenate(unique).astype(np.uint8))
+    return _CLASS_TABLES[unicode]
 
 
 # ------------------------------------------------------------------------------------ hash tables
