@@ -21,23 +21,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_rows import Table, peak_rss_mb, run_worker, worker_env
 
 CONFIGS = {
     "tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=50257, n_positions=1024),
     "small": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024),
 }
 PROMPT = [464, 2068, 7586, 21831, 18045, 625, 262, 16931]
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def make_model_dir(root: Path, name: str) -> Path:
@@ -117,7 +113,7 @@ def worker(args: argparse.Namespace) -> dict:
             return row
         _tinygrad_worker(row, model_dir, n_gen, n_prefill)
         return row
-    row["peak_rss_mb"] = _peak_rss_mb()
+    row["peak_rss_mb"] = peak_rss_mb()
     return row
 
 
@@ -180,7 +176,7 @@ def _tinygrad_worker(row: dict, model_dir: Path, n_gen: int, n_prefill: int) -> 
         t = time.perf_counter()
         model.prefill(ids)
         row["prefill_tok_s"] = n_prefill / (time.perf_counter() - t)
-    row["peak_rss_mb"] = _peak_rss_mb()  # before the reference check loads torch
+    row["peak_rss_mb"] = peak_rss_mb()  # before the reference check loads torch
     if n_check:
         ref_tokens, ref_logits = _transformers_greedy(model_dir, n_check)
         ours = tokens[:n_check]
@@ -212,26 +208,13 @@ def _transformers_greedy(model_dir: Path, n: int) -> tuple[list[int], object]:
 
 def run_row(system: str, config: str, weights: str, threads: int, model_dir: Path, cache: Path, gen: int, prefill: int,
             no_weight_cache: bool = False) -> dict:
-    env = dict(os.environ)
-    env.update(
-        OMP_NUM_THREADS=str(threads),
-        OMP_WAIT_POLICY="PASSIVE",
-        CATEN_THREADS=str(threads),
-        CATEN_CACHE_DIR=str(cache),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_VERBOSITY="error",
-        PYTHONWARNINGS="ignore",
-    )
+    env = worker_env(threads, cache)
     cmd = [sys.executable, __file__, "--worker", system, "--config", config, "--weights", weights,
            "--threads", str(threads), "--model-dir", str(model_dir), "--gen", str(gen), "--prefill", str(prefill)]
     if no_weight_cache:
         env["CATEN_WEIGHT_CACHE"] = "0"
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or not lines:
-        err = (p.stderr.strip().splitlines() or ["?"])[-1]
-        return {"system": system, "config": config, "weights": weights, "threads": threads, "error": err[:200]}
-    return json.loads(lines[-1])
+    base = {"system": system, "config": config, "weights": weights, "threads": threads}
+    return run_worker(cmd, env, base)
 
 
 def main() -> None:
@@ -290,7 +273,7 @@ def main() -> None:
                 shutil.rmtree(cache, ignore_errors=True)  # holds a copy of the weights per format
                 cold["ttft_cold_s"] = cold.pop("ttft_s", None)
                 rows.append(cold)
-                _print_row(cold)
+                TABLE.print_row(cold)
 
     ratios = {}
     for threads in thread_counts:
@@ -312,26 +295,9 @@ def main() -> None:
         args.json.write_text(json.dumps({"rows": rows, "ratios": ratios}, indent=2))
 
 
-_HEADER = False
-
-
-def _fmt(v: object) -> str:
-    if isinstance(v, float):
-        return f"{v:.3f}" if v < 100 else f"{v:.0f}"
-    return "-" if v is None else str(v)
-
-
-def _print_row(r: dict) -> None:
-    global _HEADER
-    cols = ["system", "config", "weights", "threads", "ttft_cold_s", "ttft_warm_s", "decode_tok_s", "prefill_tok_s",
-            "peak_rss_mb", "load_s", "build_s", "compile_s", "warm_load_s", "warm_rss_mb", "wcache"]
-    if not _HEADER:
-        print(" | ".join(f"{c:>13s}" for c in cols))
-        _HEADER = True
-    line = " | ".join(f"{_fmt(r.get(c)):>13s}" for c in cols)
-    if "error" in r:
-        line += f"   ({r['error']})"
-    print(line, flush=True)
+COLUMNS = ["system", "config", "weights", "threads", "ttft_cold_s", "ttft_warm_s", "decode_tok_s", "prefill_tok_s",
+           "peak_rss_mb", "load_s", "build_s", "compile_s", "warm_load_s", "warm_rss_mb", "wcache"]
+TABLE = Table(COLUMNS)
 
 
 if __name__ == "__main__":

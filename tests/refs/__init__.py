@@ -1,0 +1,1 @@
+"""Reference implementations the tests and benchmarks compare caten_lab against (llama.cpp via xllamacpp)."""
