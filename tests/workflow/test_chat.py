@@ -192,3 +192,18 @@ def test_cli_chat_errors(tmp_path, capsys, monkeypatch):
     assert "no model file" in capsys.readouterr().err
     with pytest.raises(CatenError, match="max_tokens"):
         chat.ChatSession(ScriptedRunner([]), ByteTokenizer(), ChatTemplate("{{ messages }}"), max_tokens=0)
+
+
+def test_runner_widget_protocol(template):
+    widgets = pytest.importorskip("caten_lab.notebook.runner")
+    runner = ScriptedRunner([ids_of(ANSWER), ids_of("Second.")])
+    session = chat.ChatSession(runner, ByteTokenizer(), template)
+    ui = widgets.GPT2Runner(session.generator(), prompt="Salut", max_new_tokens=100, temperature=0.0)
+    assert ui.run() == ANSWER
+    assert ui.n_tokens == len(ANSWER.encode())  # every token streamed, the end-of-turn token not shown
+    assert [t[0] for t in ui.tokens] == list(ANSWER.encode())
+    ui.prompt = "Encore"
+    assert ui.run() == "Second."
+    assert [m["role"] for m in session.messages] == ["user", "assistant", "user", "assistant"]
+    assert runner.calls[-1][0] == 100
+
