@@ -77,13 +77,14 @@ def encode_prompt(tokenizer: Any, text: str) -> list[int]:
 
 
 def stop_ids(tokenizer: Any, template: ChatTemplate) -> list[int]:
-    """EOS plus the tokens of the template's end-of-turn markers (each must be a single token)."""
+    """EOS, end-of-turn and end-of-generation ids the tokenizer names (``eos_id``, ``eot_id``,
+    ``eog_ids``), plus the tokens of the template's end-of-turn markers (when each is one token)."""
     ids: list[int] = []
     for attr in ("eos_id", "eos_token_id", "eot_id"):
         v = getattr(tokenizer, attr, None)
         if isinstance(v, int) and v >= 0:
             ids.append(v)
-    for v in getattr(tokenizer, "eot_ids", None) or ():
+    for v in getattr(tokenizer, "eog_ids", None) or ():
         ids.append(int(v))
     for marker in template.end_of_turn:
         toks = encode_prompt(tokenizer, marker)

@@ -207,3 +207,12 @@ def test_runner_widget_protocol(template):
     assert [m["role"] for m in session.messages] == ["user", "assistant", "user", "assistant"]
     assert runner.calls[-1][0] == 100
 
+
+
+def test_stop_ids_take_every_end_token_the_tokenizer_names(template):
+    class Named(ByteTokenizer):
+        eot_id = 300
+        eog_ids = frozenset({301, EOS})
+
+    assert chat.stop_ids(Named(), template) == [IM_END, EOS, 300, 301]
+    assert chat.stop_ids(ByteTokenizer(), ChatTemplate("{{ messages }}")) == [EOS]  # no end-of-turn marker
