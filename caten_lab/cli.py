@@ -210,7 +210,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from caten_lab.workflow.chat import chat_main
 
     return chat_main(args.model, prompt=args.prompt, system=args.system, max_tokens=args.max_tokens,
-                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                     n_ctx=args.n_ctx or None)
 
 
 def _count(text: str) -> int:
@@ -295,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     ch.add_argument("--top-k", type=_count, default=0)
     ch.add_argument("--top-p", type=_finite, default=1.0)
     ch.add_argument("--seed", type=_seed, default=0)
+    ch.add_argument("--n-ctx", type=_count, help="context length of the KV cache (default: the runner's, 2048 for Llama)")
     ch.set_defaults(fn=cmd_chat)
     b = sub.add_parser("bench", help="run a benchmark from bench/ (e.g. gpt2, compile_time, air_scaling)")
     b.add_argument("name")

@@ -240,20 +240,22 @@ def chat_available() -> bool:
     return hasattr(models, "load_model") and hasattr(tokenizers, "tokenizer_from_gguf")
 
 
-def _open_parts(path: Any) -> tuple[Any, Any, ChatTemplate]:
-    """The runner, tokenizer and chat template of a GGUF file."""
+def _open_parts(path: Any, **runner_options: Any) -> tuple[Any, Any, ChatTemplate]:
+    """The runner (``runner_options``: ``n_ctx``, ``weight_format``, ...), tokenizer and chat template of
+    a GGUF file."""
     load_model = getattr(models, "load_model", None)
     from_gguf = getattr(tokenizers, "tokenizer_from_gguf", None)
     if load_model is None or from_gguf is None:
         raise CatenError("this build of caten_lab has no GGUF chat model loader yet (models.load_model, "
                          "workflow.tokenizers.tokenizer_from_gguf)")
-    return load_model(path), from_gguf(path), ChatTemplate.from_gguf(path)
+    return load_model(path, **runner_options), from_gguf(path), ChatTemplate.from_gguf(path)
 
 
 def open_chat(path: Any, *, system: str | None = None, options: SamplingOptions | None = None,
-              max_tokens: int = 256) -> ChatSession:
-    """A :class:`ChatSession` over a GGUF file: its model, its tokenizer and its chat template."""
-    runner, tokenizer, template = _open_parts(path)
+              max_tokens: int = 256, **runner_options: Any) -> ChatSession:
+    """A :class:`ChatSession` over a GGUF file: its model (``runner_options`` such as ``n_ctx`` go to
+    the runner), its tokenizer and its chat template."""
+    runner, tokenizer, template = _open_parts(path, **runner_options)
     return ChatSession(runner, tokenizer, template, system=system, options=options, max_tokens=max_tokens)
 
 
@@ -297,7 +299,7 @@ def repl(session: ChatSession, read: Callable[[str], str], write: Callable[[str]
 
 def chat_main(model: str, *, prompt: str | None = None, system: str | None = None, max_tokens: int = 256,
               temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
-              opener: Callable[[Any], tuple[Any, Any, ChatTemplate]] | None = None,
+              n_ctx: int | None = None, opener: Callable[..., tuple[Any, Any, ChatTemplate]] | None = None,
               read: Callable[[str], str] = input, write: Callable[[str], Any] | None = None,
               flush: Callable[[], Any] | None = None) -> int:
     """``caten-lab chat MODEL``: MODEL is a ``.gguf`` file or the name of a fetched model."""
@@ -312,7 +314,7 @@ def chat_main(model: str, *, prompt: str | None = None, system: str | None = Non
                              hint=f"give a .gguf file or a fetchable model name ({', '.join(sorted(registry.MODELS))})")
     opts = SamplingOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     t0 = time.perf_counter()
-    runner, tokenizer, template = (opener or _open_parts)(path)
+    runner, tokenizer, template = (opener or _open_parts)(path, **({"n_ctx": n_ctx} if n_ctx else {}))
     session = ChatSession(runner, tokenizer, template, system=system, options=opts, max_tokens=max_tokens)
     write(f"loaded {path.name} in {time.perf_counter() - t0:.1f} s\n")
     flush()

@@ -162,8 +162,8 @@ def test_repl_and_cli_once(template, smollm2_gguf, monkeypatch, capsys):
     runner = ScriptedRunner([ids_of("Paris."), ids_of("Lyon."), ids_of("Hi.")])
     opened = []
 
-    def opener(path):
-        opened.append(path)
+    def opener(path, **options):
+        opened.append((path, options))
         return runner, ByteTokenizer(), template
 
     inputs = iter(["Capital?", "", "Second city?", "/reset", "Hello", "/quit"])
@@ -178,7 +178,8 @@ def test_repl_and_cli_once(template, smollm2_gguf, monkeypatch, capsys):
     runner.answers.append(ids_of("Bonjour."))
     monkeypatch.setattr(chat, "_open_parts", opener)
     assert cli.main(["chat", str(smollm2_gguf), "--prompt", "Say hi", "--max-tokens", "20",
-                     "--temperature", "0.5", "--system", "French only."]) == 0
+                     "--temperature", "0.5", "--system", "French only.", "--n-ctx", "512"]) == 0
+    assert opened == [(smollm2_gguf, {}), (smollm2_gguf, {"n_ctx": 512})]
     assert "Bonjour.\n[" in capsys.readouterr().out
     assert runner.calls[-1][:2] == (20, SamplingOptions(temperature=0.5))
     assert "French only." in ByteTokenizer().decode(runner.prompts[-1])
