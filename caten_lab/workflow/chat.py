@@ -315,8 +315,14 @@ def chat_main(model: str, *, prompt: str | None = None, system: str | None = Non
     opts = SamplingOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     t0 = time.perf_counter()
     runner, tokenizer, template = (opener or _open_parts)(path, **({"n_ctx": n_ctx} if n_ctx else {}))
+    load_s = time.perf_counter() - t0
     session = ChatSession(runner, tokenizer, template, system=system, options=opts, max_tokens=max_tokens)
-    write(f"loaded {path.name} in {time.perf_counter() - t0:.1f} s\n")
+    compiled = ""
+    if callable(getattr(runner, "compile", None)):  # compile now, not inside the first answer's timing
+        t0 = time.perf_counter()
+        runner.compile()
+        compiled = f", compiled in {time.perf_counter() - t0:.1f} s"
+    write(f"loaded {path.name} in {load_s:.1f} s{compiled}\n")
     flush()
     if prompt is not None:
         run_turn(session, prompt, write, flush)
