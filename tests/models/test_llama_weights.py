@@ -164,7 +164,7 @@ def test_load_model_refuses_other_architectures(tmp_path) -> None:
 
 @pytest.mark.parametrize("fmt", ["fp32", "int8"])
 def test_prepared_weights_warm_start_for_a_gguf_llama(tmp_path, monkeypatch, fmt: str) -> None:
-    """The prepared-weights cache serves a Llama too (its config, rope_scaling included, round-trips
+    """The prepared-weights cache serves a dequantized (reference-path) Llama too (its config, rope_scaling included, round-trips
     through the entry's JSON): the warm start reads nothing from the GGUF and gives bitwise the logits."""
     from caten_lab.models import llama as llama_mod
 
@@ -173,7 +173,7 @@ def test_prepared_weights_warm_start_for_a_gguf_llama(tmp_path, monkeypatch, fmt
     hf = hf_model(seed=4)
     path = tmp_path / "m.gguf"
     write_gguf(hf, path, Q.Q8_0)
-    cold = LlamaRunner.from_pretrained(path, weight_format=fmt, backend="numpy")
+    cold = LlamaRunner.from_pretrained(path, weight_format=fmt, backend="numpy", dequantize=True)
     assert cold.weights_cache == "miss"
     want = [cold.forward(IDS[:5], 0).copy(), cold.forward([IDS[5]], 5).copy()]
 
@@ -181,7 +181,7 @@ def test_prepared_weights_warm_start_for_a_gguf_llama(tmp_path, monkeypatch, fmt
         raise AssertionError("the GGUF file was read on a warm start")
 
     monkeypatch.setattr(llama_mod, "load_llama", fail)
-    warm = LlamaRunner.from_pretrained(path, weight_format=fmt, backend="numpy")
+    warm = LlamaRunner.from_pretrained(path, weight_format=fmt, backend="numpy", dequantize=True)
     assert warm.weights_cache == "hit" and warm.config == cold.config
     got = [warm.forward(IDS[:5], 0), warm.forward([IDS[5]], 5)]
     assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
