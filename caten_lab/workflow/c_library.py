@@ -21,14 +21,8 @@ from caten_lab.formats.gguf_header import mapped, metadata_hash
 from caten_lab.models.quantize import FORMATS
 from caten_lab.runtime.objects import compile_objects, current_toolchain, link
 from caten_lab.workflow.cgen import render_c
-from caten_lab.workflow.model_tables import (
-    ExportError,
-    check_c_call,
-    check_tokenizer_tables,
-    model_tables,
-    tokenizer_check_tables,
-)
-from caten_lab.workflow.tokenizers.bpe_actions import gpt2_encode, tokens_to_bytes
+from caten_lab.workflow.model_tables import ExportError, check_c_call, model_tables, tokenizer_check_tables
+from caten_lab.workflow.tokenizer_c import tokenizer_c
 from caten_lab.workflow.tokenizers.static_data import incbin_c, pack_static
 
 
@@ -42,14 +36,6 @@ class Exported:
     cli: Path
     sources: list[Path] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-
-
-def fnv64(data: bytes) -> int:
-    """FNV-1a 64 of a file's bytes (the C library checks vocab/merges files with the same hash)."""
-    h = 1469598103934665603
-    for b in data:
-        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 def check_weight_format(weight_format: str) -> str:
@@ -77,14 +63,13 @@ RUNTIME_FILES = (
     "gguf_meta.c",
     "model_buffers.c",
     "gguf_weights.c",
-    "tok_tables.c",
-    "vocab_tables.c",
     "context.c",
 )
 _FORMAT_DOC = {
     "fp32": "as float32, the file's values (F16/BF16 tensors widened exactly)",
     "fp16": "as IEEE fp16 (round to nearest even, as numpy's astype(float16)): half the memory",
     "int8": "as int8 with one float32 scale per output row (max |w| / 127): a quarter of the memory",
+    "gguf": "as the GGUF file stores them: quantized blocks read by the kernels from the mapped file",
 }
 
 
@@ -111,13 +96,20 @@ def fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def template_values(name: str, weight_format: str) -> dict[str, str]:
-    return {"P": name, "U": name.upper(), "WEIGHT_FORMAT": weight_format, "WEIGHT_FORMAT_DOC": _FORMAT_DOC[weight_format]}
+def template_values(name: str, weight_format: str, model: str = "GPT-2") -> dict[str, str]:
+    return {"P": name, "U": name.upper(), "WEIGHT_FORMAT": weight_format, "WEIGHT_FORMAT_DOC": _FORMAT_DOC[weight_format],
+            "MODEL": model}
 
 
-def header_text(name: str, spec: WorkflowC, weight_format: str) -> str:
+def stored_format(runner: Any) -> str:
+    """How the library stores the model's weights: ``gguf`` when the program reads a GGUF file's blocks
+    (``raw_types``: models/quant_graph.py), else the runner's weight format."""
+    return "gguf" if getattr(runner, "raw_types", None) else runner.weight_format
+
+
+def header_text(name: str, spec: WorkflowC, weight_format: str, model: str = "GPT-2") -> str:
     """The public header: the common API, the weight format the library stores, the workflow's part."""
-    values = template_values(name, weight_format)
+    values = template_values(name, weight_format, model)
     return fill(c_file("api.h"), values) + "\n" + fill(c_file(spec.header), values)
 
 
@@ -163,8 +155,8 @@ def build(out: Path, name: str, units: dict[str, str], main_c: str, header: str,
 def export_library(
     workflow: Any, directory: str | os.PathLike, spec: WorkflowC, units: dict[str, str], cdefs: list[str]
 ) -> Exported:
-    """Export a GPT-2 workflow: the model, the tokenizer actions, the workflow's own action ``units``
-    (whose entry prototypes are ``cdefs``) and the fixed C of ``spec``, built into ``directory``."""
+    """Export a workflow: the model, the tokenizer (workflow/tokenizer_c.py), the workflow's own action
+    ``units`` (whose entry prototypes are ``cdefs``) and the fixed C of ``spec``, built into ``directory``."""
     t0 = time.perf_counter()
     out = Path(directory).resolve()
     (out / "src").mkdir(parents=True, exist_ok=True)
@@ -172,25 +164,28 @@ def export_library(
     if tok.n_vocab != runner.config.vocab_size:
         raise ExportError(f"the tokenizer has {tok.n_vocab} tokens but the model {runner.config.vocab_size}")
     runner.compile()
-    values = template_values(name, runner.weight_format)
+    fmt, model = stored_format(runner), getattr(runner, "model_name", "GPT-2")
+    values = template_values(name, fmt, model)
+    tok_c = tokenizer_c(tok, workflow.model_dir)
     includes: dict[str, str | bytes] = {f: fill(c_file(f), values) for f in (*RUNTIME_FILES, *spec.files)}
+    includes["tokenizer.c"] = "".join(fill(c_file(f), values) for f in tok_c.files)
     includes["rules.h"] = (resources.files("caten_lab.formats") / "rules.h").read_text(encoding="utf-8")
-    vocab_hash = fnv64((Path(workflow.model_dir) / "vocab.json").read_bytes())
     source, keys = getattr(workflow, "source", None), tuple(getattr(workflow, "tokenizer_keys", ()))
     check = None
     if keys:
         if source is None or source.header is None:
             raise ExportError("tokenizer_keys need a GGUF weights source (their values are checked in that file)")
         check = tokenizer_check_tables(keys, metadata_hash(source.header, mapped(source.path), list(keys)))
-    model_blob = model_tables(runner, runner.n_ctx, vocab_hash, source, getattr(workflow, "chat", None), check)
-    tok_blob = pack_static(tok.static_args())
-    check_tokenizer_tables(tok_blob)
+    model_blob = model_tables(runner, runner.n_ctx, tok_c.vocab_hash, source, getattr(workflow, "chat", None), check,
+                              getattr(workflow, "stops", None))
+    tok_blob = pack_static(tok_c.tables)
+    tok_c.check(tok_blob)
     for stem, symbol, blob in (("model", "ct_m", model_blob), ("tokenizer", "ct_tok", tok_blob)):
         includes[f"{stem}_tables.bin"] = blob.data
         includes[f"{stem}_data.h"] = incbin_c(blob, out / "src" / f"{stem}_tables.bin", symbol)
     all_units = {"model": runner.program.c_source}
     protos = []
-    for unit, act in (("tok_encode", gpt2_encode), ("tok_decode", tokens_to_bytes)):
+    for unit, act in (("tok_encode", tok_c.encode), ("tok_decode", tok_c.decode)):
         rendered = render_c(act)
         check_c_call(act, rendered.entry)
         all_units[unit] = rendered.source
@@ -198,7 +193,7 @@ def export_library(
     includes["actions.h"] = "\n".join([*protos, *cdefs]) + "\n"
     all_units.update(units)
     all_units[f"{name}_workflow"] = fill(c_file(spec.unit), values)
-    header = header_text(name, spec, runner.weight_format)
+    header = header_text(name, spec, fmt, model)
     gen_s = time.perf_counter() - t0
     res = build(out, name, all_units, fill(c_file(spec.main), values), header, includes)
     res.timings["generate_c"] = gen_s

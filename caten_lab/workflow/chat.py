@@ -39,13 +39,15 @@ class TextStream:
 
     def __init__(self, tokenizer: Any) -> None:
         self._bytes = getattr(tokenizer, "decode_bytes", None)
+        self._strip_arg = self._bytes is not None and _takes(self._bytes, "strip")
         self._text = tokenizer.decode
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending: list[int] = []
 
     def push(self, token: int) -> str:
-        if self._bytes is not None:
-            return self._utf8.decode(bytes(self._bytes([token])))
+        if self._bytes is not None:  # one token's piece as streamed: no leading space stripped
+            piece = self._bytes([token], strip=False) if self._strip_arg else self._bytes([token])
+            return self._utf8.decode(bytes(piece))
         self._pending.append(token)  # text-only tokenizer: hold while the text ends in a replacement char
         text = self._text(self._pending)
         if text.endswith("\ufffd") and len(self._pending) < _HOLD_LIMIT:

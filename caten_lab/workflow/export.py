@@ -15,6 +15,11 @@ exported from the .so.
     wf = generation_workflow("assets/tiny_gpt2")
     out = export(wf, "build/gpt2")        # build/gpt2/{libgpt2.so, gpt2.h, gpt2, main.c, ...}
     subprocess.run([out.cli, "--weights", "assets/tiny_gpt2", "--prompt", "Hello"])
+
+A Llama GGUF file (``generation_workflow("SmolLM2-135M-Instruct.Q4_1.gguf")``) exports the same way:
+the library reads that file, its quantized blocks kept as in ``LlamaRunner.from_pretrained``, its
+tokenizer and chat template are the file's (``--chat``), and generation stops at the tokens the
+Python chat stops at (``chat.stop_ids``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from caten_lab.models.loader import architecture
 from caten_lab.workflow.c_library import Exported, WorkflowC, check_weight_format, export_library
 from caten_lab.workflow.cgen import render_c
 from caten_lab.workflow.generation import emit_token, generate_loop, model_forward
@@ -34,14 +40,14 @@ from caten_lab.workflow.perplexity import export_perplexity
 from caten_lab.workflow.prompt_actions import assemble_prompt
 from caten_lab.workflow.weight_source import GGUFSource
 
-__all__ = ["ExportError", "Exported", "GenerationWorkflow", "export", "generation_workflow"]
+__all__ = ["ExportError", "Exported", "GenerationWorkflow", "export", "generation_workflow", "llama_workflow"]
 
 GENERATE_C = WorkflowC("workflow_generate.c", ("generate.c", "chat_prompt.c"), "generate.h", "cli_main.c")
 
 
 @dataclass
 class GenerationWorkflow:
-    """Tokenize -> GPT-2 -> sample -> repeat, for one model directory (HF layout)."""
+    """Tokenize -> model -> sample -> repeat, for one model directory (HF layout) or GGUF file."""
 
     model_dir: Path
     runner: Any  # models.gpt2.GPT2Runner
@@ -51,12 +57,13 @@ class GenerationWorkflow:
     source: Any = None  # where the library reads the weights: None = model_dir's safetensors, or a GGUFSource
     chat: Any = None  # the chat template's layout (workflow/chat_layout.ChatLayout): <name>_chat and --chat
     tokenizer_keys: tuple[str, ...] = ()  # GGUF keys whose values the library checks are the exported file's
+    stops: list[int] | None = None  # the ids that end a generation (None: the model's end-of-text)
 
 
 def generation_workflow(
     model_dir: str | os.PathLike,
     *,
-    name: str = "gpt2",
+    name: str | None = None,
     n_ctx: int | None = None,
     weight_format: str = "fp32",
     weights: str | os.PathLike | None = None,
@@ -69,6 +76,9 @@ def generation_workflow(
     ``weights``: a GPT-2 ``.gguf`` file to read instead of the directory's safetensors (the
     directory then only gives vocab.json and merges.txt); the library reads that file (F32, F16,
     BF16 or Q8_0 tensors), as ``GPT2Runner.from_pretrained(weights)`` does.
+
+    ``model_dir`` may also be a Llama GGUF file (:func:`llama_workflow`); ``name`` defaults to ``gpt2``
+    (``llama`` for a Llama file).
     """
     from caten_lab.models.gpt2 import GPT2Runner
     from caten_lab.models.gpt2_weights import gguf_tensor_name
@@ -76,6 +86,12 @@ def generation_workflow(
 
     check_weight_format(weight_format)
     d = Path(model_dir)
+    if d.is_file() and d.suffix == ".gguf" and architecture(d) == "llama":
+        if weights is not None or weight_format != "fp32":
+            raise ExportError(f"{d}: a Llama GGUF file is exported as it stores its weights",
+                              hint="drop weights= and weight_format= (the library reads the file's blocks)")
+        return llama_workflow(d, name=name or "llama", n_ctx=n_ctx)
+    name = name or "gpt2"
     gguf_file = Path(weights) if weights is not None else None
     if gguf_file is not None and (gguf_file.suffix != ".gguf" or not gguf_file.is_file()):
         raise ExportError(f"{gguf_file}: not a .gguf file", hint="weights= takes a GPT-2 GGUF file")
@@ -97,6 +113,33 @@ def generation_workflow(
     return GenerationWorkflow(d, runner, tok, name, source=source)
 
 
+def llama_workflow(path: str | os.PathLike, *, name: str = "llama", n_ctx: int | None = None) -> GenerationWorkflow:
+    """The generation workflow of a Llama GGUF file: ``LlamaRunner.from_pretrained(path)`` (quantized
+    blocks kept, bound as views of the file the library maps), the file's tokenizer (every
+    ``tokenizer.*`` key is checked at init to be the exported file's), its chat template as a layout,
+    and the stop tokens of the Python chat (``chat.stop_ids``: end-of-generation and end-of-turn)."""
+    from caten_lab.models.llama import LlamaRunner
+    from caten_lab.models.llama_weights import hf_to_gguf_name
+    from caten_lab.workflow.chat import stop_ids
+    from caten_lab.workflow.chat_layout import TEMPLATE_KEY, gguf_chat_layout
+    from caten_lab.workflow.chat_template import ChatTemplate
+    from caten_lab.workflow.tokenizers.gguf_vocab import tokenizer_from_gguf
+
+    if not name.isidentifier():
+        raise ExportError(f"workflow name {name!r} must be a C identifier")
+    p = Path(path)
+    runner = LlamaRunner.from_pretrained(p, n_ctx=n_ctx, backend="c")
+    tok = tokenizer_from_gguf(p)
+    source = GGUFSource(p, hf_to_gguf_name, "llama", constants={k: runner.arrays[k] for k in runner.fixed})
+    meta = source.header.metadata
+    chat, stops = None, sorted(tok.eog_ids)
+    if TEMPLATE_KEY in meta:
+        chat = gguf_chat_layout(meta)
+        stops = stop_ids(tok, ChatTemplate.from_gguf(p))
+    keys = tuple(k for k in meta if k.startswith("tokenizer."))
+    return GenerationWorkflow(p, runner, tok, name, source=source, chat=chat, tokenizer_keys=keys, stops=stops)
+
+
 def with_weight_format(workflow: Any, weight_format: str | None) -> Any:
     """``workflow`` with its model storing weights as ``weight_format`` (None: as it is).
 
@@ -108,6 +151,9 @@ def with_weight_format(workflow: Any, weight_format: str | None) -> Any:
     if weight_format is None or weight_format == workflow.runner.weight_format:
         return workflow
     check_weight_format(weight_format)
+    if getattr(workflow.runner, "model_name", "GPT-2") != "GPT-2":
+        raise ExportError(f"weight_format={weight_format!r}: a {workflow.runner.model_name} GGUF workflow is "
+                          "exported as its file stores the weights", hint="leave weight_format unset")
     old = workflow.runner
     source = getattr(workflow, "source", None)
     runner = GPT2Runner.from_pretrained(

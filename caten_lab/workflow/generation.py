@@ -4,7 +4,8 @@
 tokens at a position, leave the last position's logits in ``logits``) and ``emit_token`` (decode
 and hand the token to the user; nonzero stops). Interpreted, they are bound to the Python runner
 (:func:`generate_interpreted`); exported, to the C runtime of the library. The stopping rules are
-those of ``GPT2Runner.stream``: a stop token, ``max_new`` tokens, or a full context.
+those of ``DecoderRunner.stream``: one of the ``stops`` tokens (GPT-2: its end-of-text; a GGUF model:
+its end-of-generation tokens and the chat template's end-of-turn), ``max_new`` tokens, or a full context.
 Returns the number of generated tokens, or ``-code`` when the model call failed.
 """
 # ruff: noqa: F821, UP037  (symbolic dims are strings inside Array[...] annotations, not forward references)
@@ -39,7 +40,8 @@ def generate_loop(
     n_prompt: i64,
     max_new: i64,
     n_ctx: i64,
-    eos: i64,
+    stops: Array[i32, ("ns",)],
+    n_stops: i64,
     stop_at_eos: i32,
     logits: Array[f32, ("v",)],
     history: Array[i32, ("h",)],
@@ -86,8 +88,13 @@ def generate_loop(
         nh = nh + 1
         if emit_token(tok, step) != 0:
             break
-        if stop_at_eos != 0 and tok == eos:
-            break
+        if stop_at_eos != 0:
+            hit = 0
+            for s in range(n_stops):
+                if tok == stops[s]:
+                    hit = 1
+            if hit != 0:
+                break
         if step + 1 == max_new:
             break
         if pos >= n_ctx:
@@ -101,13 +108,19 @@ def generate_loop(
 
 
 def generate_interpreted(
-    runner: Any, prompt_ids: list[int], max_new: int, options: Any, *, stop_at_eos: bool = True
+    runner: Any, prompt_ids: list[int], max_new: int, options: Any, *, stop_at_eos: bool = True,
+    stop_tokens: Any = None,
 ) -> list[int]:
-    """Run :func:`generate_loop` as Python with the compiled model bound to ``model_forward``."""
+    """Run :func:`generate_loop` as Python with the compiled model bound to ``model_forward``
+    (``stop_tokens``: default the model's end-of-text id)."""
     v = runner.config.vocab_size
     prompt_ids = check_token_ids(prompt_ids, v, "prompt")
     if isinstance(max_new, bool) or not isinstance(max_new, int | np.integer) or max_new < 0:
         raise CatenError(f"max_new must be a non-negative int, got {max_new!r}")
+    if stop_tokens is None:
+        eos = runner.config.eos_token_id
+        stop_tokens = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+    stops = np.asarray(check_token_ids(list(stop_tokens), v, "stop_tokens"), dtype=np.int32)
     logits = np.zeros(v, dtype=np.float32)
     out: list[int] = []
 
@@ -130,7 +143,8 @@ def generate_interpreted(
             len(prompt),
             max_new,
             runner.n_ctx,
-            runner.config.eos_token_id,
+            stops if stops.size else np.full(1, -1, dtype=np.int32),
+            int(stops.size),
             int(stop_at_eos),
             logits,
             np.zeros(len(prompt) + max_new + 1, dtype=np.int32),

@@ -71,7 +71,7 @@ VOCAB_TABLES = {
 }
 UNICODE_TABLES = {"stage1": "int32", "stage2": "uint8"}  # character classes, always from the blob
 
-# The compiled actions the fixed C calls (c/context.c, generate.c, perplexity.c) and the parameters
+# The compiled actions the fixed C calls (c/tok_gpt2.c, tok_gguf.c, generate.c, perplexity.c) and the parameters
 # those calls pass, in order: "name:type", an array as "dtype[ndim]" (then one int64 per dimension).
 C_CALLS = {
     "gpt2_encode": (
@@ -81,8 +81,25 @@ C_CALLS = {
         "heap:i64[1] out:i32[1] -> i32"
     ),
     "tokens_to_bytes": "ids:i32[1] count:i32 offsets:i32[1] data:u8[1] n_vocab:i32 out:u8[1] -> i32",
+    "gguf_bpe_encode": (
+        "text:u8[1] n:i32 parse_special:i32 stage1:i32[1] stage2:u8[1] byte_ids:i32[1] vslots:i32[1] vmask:i64 "
+        "voffsets:i32[1] vdata:u8[1] whole_lookup:i32 pleft:i32[1] pright:i32[1] prank:i32[1] presult:i32[1] "
+        "pmask:i64 pre_kind:i32 split_digits:i32 max_digits:i32 sids:i32[1] salways:u8[1] nspecial:i32 mark:i32[1] "
+        "char_start:i32[1] char_cls:u8[1] sym:i32[1] rank:i32[1] res:i32[1] heap:i64[1] out:i32[1] -> i32"
+    ),
+    "gguf_spm_encode": (
+        "text:u8[1] n:i32 parse_special:i32 add_space_prefix:i32 vslots:i32[1] vmask:i64 voffsets:i32[1] "
+        "vdata:u8[1] score_rank:i32[1] unk_id:i32 byte_ids:i32[1] ws_split:i32 uleft:i32[1] uright:i32[1] "
+        "uchild:i32[1] umask:i64 unode_piece:i32[1] sids:i32[1] salways:u8[1] nspecial:i32 mark:i32[1] norm:u8[1] "
+        "sym_start:i32[1] sym_len:i32[1] nxt:i32[1] prv:i32[1] heap:i64[1] ids:i32[1] frozen:u8[1] "
+        "piece_out:i32[1] out:i32[1] -> i32"
+    ),
+    "gguf_decode": (
+        "ids:i32[1] count:i32 offsets:i32[1] data:u8[1] hidden:u8[1] n_vocab:i32 special:i32 lstrip_first:i32 "
+        "out:u8[1] -> i32"
+    ),
     "generate_loop": (
-        "prompt:i32[1] n_prompt:i64 max_new:i64 n_ctx:i64 eos:i64 stop_at_eos:i32 logits:f32[1] "
+        "prompt:i32[1] n_prompt:i64 max_new:i64 n_ctx:i64 stops:i32[1] n_stops:i64 stop_at_eos:i32 logits:f32[1] "
         "history:i32[1] one:i32[1] temperature:f64 top_k:i64 top_p:f64 repetition_penalty:f64 "
         "seed_hi:i64 seed_lo:i64 x:f64[1] p:f64[1] order:i32[1] seen:u8[1] st:i64[1] -> i64"
     ),
@@ -250,13 +267,20 @@ def tokenizer_check_tables(keys: tuple[str, ...], file_hash: int) -> dict[str, o
             "tok_hash": np.asarray([file_hash], dtype=np.uint64).view(np.int64)}
 
 
+def eos_ids(config: Any) -> list[int]:
+    """The end-of-text ids of a model config (``eos_token_id``: an id, a list of ids, or None)."""
+    eos = config.eos_token_id
+    return [] if eos is None else [int(eos)] if isinstance(eos, int | np.integer) else [int(e) for e in eos]
+
+
 def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None, chat: Any = None,
-                 tokenizer_check: dict[str, object] | None = None) -> StaticBlob:
+                 tokenizer_check: dict[str, object] | None = None, stops: list[int] | None = None) -> StaticBlob:
     """The compiled program's buffers, symbols and weights as the data c/model_tables.c reads.
 
     ``source``: where the library reads the weights; None: an HF GPT-2 safetensors file (the
     ``ct_weight`` records), else an object with ``tables(inputs, weight_format)`` giving the weight
     tables (workflow/weight_source.py: a GGUF file). ``chat``: the chat template's layout, if any."""
+    stops = eos_ids(runner.config) if stops is None else [int(t) for t in stops]
     prog = runner.program
     if getattr(prog, "schedule", None) is None or prog.c_source is None:
         raise ExportError("the model was not compiled with the C backend", hint="export needs backend='c'")
@@ -309,7 +333,9 @@ def model_tables(runner: Any, n_ctx: int, vocab_hash: int, source: Any = None, c
         "nslot": n_slots,
         "n_ctx": int(n_ctx),
         "vocab": int(runner.config.vocab_size),
-        "eos": int(runner.config.eos_token_id),
+        "eos": (eos_ids(runner.config) or [-1])[0],
+        "stops": np.asarray(stops or [-1], dtype=np.int32),
+        "nstops": len(stops),
         "tokens_buf": names.index(runner.tokens_name),
         "out_buf": names.index(sched.outputs[0]),
         **weight_tables,

@@ -418,7 +418,9 @@ def test_runtime_unit_is_the_packages_fixed_c(fp32_export) -> None:
     for f in (*RUNTIME_FILES, *GENERATE_C.files):
         assert (src / f).read_text() == fill(c_file(f), values), f
     assert (src / "gpt2_workflow.c").read_text() == fill(c_file(GENERATE_C.unit), values)
-    fixed = {*RUNTIME_FILES, *GENERATE_C.files, "gpt2_workflow.c", "rules.h"}
+    gpt2_tok = ("tok_tables.c", "vocab_tables.c", "tok_gpt2.c")  # the GPT-2 tokenizer's (workflow/tokenizer_c.py)
+    assert (src / "tokenizer.c").read_text() == "".join(fill(c_file(f), values) for f in gpt2_tok)
+    fixed = {*RUNTIME_FILES, *GENERATE_C.files, "gpt2_workflow.c", "rules.h", "tokenizer.c"}
     harness = {p.name for p in src.glob("load_harness_*")}  # the other tests' harnesses (_build)
     generated = {p.name for p in src.iterdir() if p.suffix in (".c", ".h")} - fixed - harness
     assert generated == {"model.c", "tok_encode.c", "tok_decode.c", "generate_loop.c", "prompt_assembly.c", "model_data.h",

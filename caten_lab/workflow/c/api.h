@@ -30,21 +30,24 @@ typedef struct @P@_ctx @P@_ctx;
    from a GGUF model reads that .gguf file, mapped: see @P@_weight_format). The tokenizer
    tables of the exported vocabulary are linked into the library: vocab_path / merges_path may be
    NULL. A vocab.json / encoder.json other than the exported one is loaded and its tables built at
-   init (it must have the model's vocabulary size); a merges file is checked for its format.
+   init (it must have the model's vocabulary size); a merges file is checked for its format. A
+   library whose tokenizer is a GGUF file's (tokenizer.ggml.*: a Llama GGUF) takes no vocab/merges
+   files (both must be NULL); init checks that the file has the exported tokenizer.
    Returns NULL on failure with *err set (if err is not NULL); see @P@_last_error(NULL). */
 @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const char *merges_path, int *err);
 void @P@_free(@P@_ctx *ctx);
 /* The message of the last error on ctx (ctx == NULL: the last failed init on this thread). */
 const char *@P@_last_error(const @P@_ctx *ctx);
 const char *@P@_error_name(int code);
-/* Token ids of UTF-8 text (byte-level BPE); *count receives the number of tokens even if > cap. */
+/* Token ids of UTF-8 text (the model's tokenizer; a GGUF tokenizer adds BOS/EOS as the file says and
+   turns special-token text into those tokens); *count receives the number of tokens even if > cap. */
 int @P@_tokenize(@P@_ctx *ctx, const char *text_utf8, int32_t *ids, int64_t cap, int64_t *count);
 int64_t @P@_context_length(const @P@_ctx *ctx);
 int64_t @P@_vocab_size(const @P@_ctx *ctx);
 
-/* Weights: @P@_init reads a Hugging Face model.safetensors (F32, F16 or BF16 tensors) and, while
-   loading, stores the matmul weights @WEIGHT_FORMAT_DOC@.
-   Chosen at export (caten-lab export --weight-format); the same logits as the Python GPT2Runner with
-   weight_format="@WEIGHT_FORMAT@". */
+/* Weights (@MODEL@): @P@_init reads the weights file and stores the matmul weights
+   @WEIGHT_FORMAT_DOC@.
+   Chosen at export (caten-lab export --weight-format); the same logits as the Python runner with
+   weight_format="@WEIGHT_FORMAT@" ("gguf": LlamaRunner.from_pretrained(file.gguf), the default). */
 #define @U@_WEIGHT_FORMAT "@WEIGHT_FORMAT@"
 const char *@P@_weight_format(void);  /* @U@_WEIGHT_FORMAT */

@@ -25,11 +25,11 @@ static void usage(const char *argv0) {
     "usage: %s --weights PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
     "          [--top-p P] [--repetition-penalty R] [--seed S] [--vocab FILE] [--merges FILE]\n"
     "          [--no-eos-stop] [--ids] [--chat [--system TEXT]]\n"
-    "Generates text with the exported GPT-2 workflow (no Python involved).\n"
+    "Generates text with the exported @MODEL@ workflow (no Python involved).\n"
     "--weights: model.safetensors or its directory (--model FILE.gguf: the same, for a library exported\n"
     "from a GGUF file); --ids prints token ids instead of text; --chat: the prompt is a user message\n"
     "in the model's chat template (--system: its system message, else the template's default).\n"
-    "The matmul weights are stored as " @U@_WEIGHT_FORMAT " (converted while loading).\n", argv0);
+    "The matmul weights are stored as " @U@_WEIGHT_FORMAT ".\n", argv0);
 }
 
 /* The whole of `v` is a base-10 integer in [lo, hi]; else a message and 0. */

@@ -1,8 +1,7 @@
 /* caten_lab exported library: the context (model buffers + tokenizer tables), init / free / errors,
-   and the tokenizer entry points. The tokenizer actions are called by their exported names with the
-   arguments of their signatures (array: pointer then one int64 per dimension; err last): the export
-   checks those signatures against C_CALLS of caten_lab/workflow/model_tables.py, and their prototypes
-   (actions.h) come from the action compiler. */
+   and the tokenizer entry points. The tokenizer is c/tok_gpt2.c (a GPT-2 vocabulary) or c/tok_gguf.c
+   (a GGUF file's), included before this file as tokenizer.c: both give ct_tok_open, ct_tok_max_piece,
+   ct_tok_encode and ct_tok_decode1 over their ct_tables. */
 
 struct @P@_ctx {
   ct_model m;
@@ -63,18 +62,8 @@ API @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const ch
   }
   ctx = calloc(1, sizeof *ctx);
   if (!ctx) { ct_fail(ct_init_error, "out of memory"); rc = @U@_ERR_MEMORY; goto fail; }
-  ct_tables_linked(&ctx->tok);
-  if (vocab_path) {
-    int ok = 0;
-    uint64_t h = ct_fnv64_file(vocab_path, &ok);
-    if (!ok) { ct_fail(ct_init_error, "%s: cannot read the vocabulary file (%s)", vocab_path, strerror(errno)); rc = @U@_ERR_IO; goto fail; }
-    if (h != CT_VOCAB_HASH) {  /* not the exported vocabulary: build the tables from the file */
-      ct_tables_free(&ctx->tok);
-      rc = ct_tables_from_vocab(&ctx->tok, vocab_path, ct_init_error);
-      if (rc) goto fail;
-    }
-  }
-  if (merges_path) { rc = ct_check_merges(merges_path, &ctx->tok, ct_init_error); if (rc) goto fail; }
+  rc = ct_tok_open(&ctx->tok, vocab_path, merges_path, ct_init_error);  /* c/tok_gpt2.c or c/tok_gguf.c */
+  if (rc) goto fail;
   rc = ct_model_load(&ctx->m, path, ct_init_error);
   if (rc) goto fail;
   if (CT_SOURCE == 1 && ct_m_tok_nkeys > 0) {  /* the tokenizer linked in is the file's (tokenizer_check_tables) */
@@ -87,11 +76,7 @@ API @P@_ctx *@P@_init(const char *weights_path, const char *vocab_path, const ch
       goto fail;
     }
   }
-  ctx->dec_cap = 1;
-  for (int64_t i = 0; i < ctx->tok.n_vocab; i++) {
-    int64_t l = ctx->tok.offsets[i + 1] - ctx->tok.offsets[i];
-    if (l > ctx->dec_cap) ctx->dec_cap = l;
-  }
+  ctx->dec_cap = ct_tok_max_piece(&ctx->tok);
   ctx->dec_ids = malloc(sizeof(int32_t) * 4);
   ctx->dec_out = malloc((size_t)ctx->dec_cap + 1);
   if (!ctx->dec_ids || !ctx->dec_out) { ct_fail(ct_init_error, "out of memory"); rc = @U@_ERR_MEMORY; goto fail; }
@@ -102,47 +87,14 @@ fail:
   return NULL;
 }
 
-/* Byte-level BPE of n bytes (the gpt2_encode action); *ids is malloc'd. */
+/* The token ids of n bytes of text (no special tokens added); *ids is malloc'd. */
 static int ct_encode(@P@_ctx *ctx, const uint8_t *text, int64_t n, int32_t **ids, int64_t *count) {
-  *ids = NULL; *count = 0;
-  if (n > INT32_MAX / 4) { ct_fail(ctx->msg, "text of %lld bytes is too long", (long long)n); return @U@_ERR_ARGUMENT; }
-  int64_t n1 = n + 1;
-  int32_t *char_start = malloc(sizeof(int32_t) * n1), *sym = malloc(sizeof(int32_t) * n1);
-  int32_t *rank = malloc(sizeof(int32_t) * n1), *res = malloc(sizeof(int32_t) * n1);
-  int32_t *out = malloc(sizeof(int32_t) * (n > 0 ? n : 1));
-  uint8_t *char_cls = malloc(n1);
-  int64_t *heap = malloc(sizeof(int64_t) * (3 * n + 3));
-  int rc = @U@_OK;
-  if (!char_start || !sym || !rank || !res || !out || !char_cls || !heap) { ct_fail(ctx->msg, "out of memory"); rc = @U@_ERR_MEMORY; goto done; }
-  if (n > 0) {
-    const ct_tables *T = &ctx->tok;
-    int64_t aerr[4] = {0};
-    int32_t got = caten_action_gpt2_encode(
-        (uint8_t *)text, n, (int32_t)n,
-        (int32_t *)ct_tok_stage1, ct_tok_stage1_len, (uint8_t *)ct_tok_stage2, ct_tok_stage2_len,
-        (int32_t *)T->byte_ids, T->byte_ids_len, (int32_t *)T->vslots, T->vslots_len, T->vmask,
-        (int32_t *)T->voffsets, T->voffsets_len, (uint8_t *)T->vdata, T->vdata_len, (int32_t)T->whole_lookup,
-        (int32_t *)T->pleft, T->pleft_len, (int32_t *)T->pright, T->pright_len,
-        (int32_t *)T->prank, T->prank_len, (int32_t *)T->presult, T->presult_len, T->pmask,
-        char_start, n1, char_cls, n1, sym, n1, rank, n1, res, n1, heap, 3 * n + 3, out, n, aerr);
-    if (aerr[0]) { ct_fail(ctx->msg, "tokenizer run-time check failed (code %lld, action line %lld)", (long long)aerr[0], (long long)aerr[1]); rc = @U@_ERR_RUNTIME; goto done; }
-    *count = got;
-  }
-  *ids = out; out = NULL;
-done:
-  free(char_start); free(sym); free(rank); free(res); free(out); free(char_cls); free(heap);
-  return rc;
+  return ct_tok_encode(&ctx->tok, text, n, 0, ids, count, ctx->msg);
 }
 
-/* The bytes of one token (the tokens_to_bytes action). */
+/* The bytes of one token into ctx->dec_out (NUL-terminated); their count. */
 static int64_t ct_decode1(@P@_ctx *ctx, int32_t tok) {
-  const ct_tables *T = &ctx->tok;
-  int64_t aerr[4] = {0};
-  ctx->dec_ids[0] = tok;
-  int32_t n = caten_action_tokens_to_bytes(ctx->dec_ids, 1, 1, (int32_t *)T->offsets, T->offsets_len,
-                                           (uint8_t *)T->data, T->data_len, (int32_t)T->n_vocab,
-                                           ctx->dec_out, ctx->dec_cap + 1, aerr);
-  if (aerr[0] || n < 0) return 0;
+  int64_t n = ct_tok_decode1(&ctx->tok, tok, ctx->dec_ids, ctx->dec_out, ctx->dec_cap + 1);
   ctx->dec_out[n] = 0;
   return n;
 }
@@ -151,7 +103,7 @@ API int @P@_tokenize(@P@_ctx *ctx, const char *text, int32_t *ids, int64_t cap, 
   if (!ctx || !text) return @U@_ERR_ARGUMENT;
   if (!ids && cap > 0) { ct_fail(ctx->msg, "ids is NULL but cap is %lld", (long long)cap); return @U@_ERR_ARGUMENT; }
   int32_t *all; int64_t n;
-  int rc = ct_encode(ctx, (const uint8_t *)text, (int64_t)strlen(text), &all, &n);
+  int rc = ct_tok_encode(&ctx->tok, (const uint8_t *)text, (int64_t)strlen(text), 1, &all, &n, ctx->msg);
   if (rc) return rc;
   if (count) *count = n;
   for (int64_t i = 0; i < n && i < cap; i++) ids[i] = all[i];

@@ -52,7 +52,9 @@ API @P@_stop_reason @P@_last_stop(const @P@_ctx *ctx, int64_t *n_generated) {
 /* Why generate_loop returned after `got` tokens: its break conditions, in its order. */
 static int ct_stop_reason(const @P@_options *o, const int32_t *history, int64_t n_prompt, int64_t got) {
   if (ct_gen.stopped) return @U@_STOP_CALLBACK;
-  if (got > 0 && o->stop_at_eos && history[n_prompt + got - 1] == CT_EOS) return @U@_STOP_EOS;
+  if (got > 0 && o->stop_at_eos)
+    for (int64_t s = 0; s < CT_NSTOPS; s++)
+      if (history[n_prompt + got - 1] == ct_m_stops[s]) return @U@_STOP_EOS;
   if (got == o->max_new_tokens) return @U@_STOP_MAX_TOKENS;
   return @U@_STOP_CONTEXT_LIMIT;
 }
@@ -79,7 +81,7 @@ API int @P@_generate(@P@_ctx *ctx, const char *prompt, const @P@_options *opts, 
   int rc = ct_check_options(ctx, opts, &o);
   if (rc) return rc;
   int32_t *ids; int64_t n;
-  rc = ct_encode(ctx, (const uint8_t *)prompt, (int64_t)strlen(prompt), &ids, &n);
+  rc = ct_tok_encode(&ctx->tok, (const uint8_t *)prompt, (int64_t)strlen(prompt), 1, &ids, &n, ctx->msg);
   if (rc) return rc;
   rc = ct_generate_ids(ctx, ids, n, &o, cb, user);
   free(ids);
@@ -117,7 +119,8 @@ static int ct_generate_ids(@P@_ctx *ctx, const int32_t *ids, int64_t n, const @P
     int32_t one[1] = {0};
     /* the generation-loop action (workflow/generation.py), by its signature (C_CALLS of model_tables.py) */
     int64_t got = caten_action_generate_loop(
-        (int32_t *)ids, n, n, max_new, CT_N_CTX, CT_EOS, o.stop_at_eos ? 1 : 0, (float *)ctx->m.bufs[CT_OUT_BUF], CT_VOCAB,
+        (int32_t *)ids, n, n, max_new, CT_N_CTX, (int32_t *)ct_m_stops, ct_m_stops_len, CT_NSTOPS, o.stop_at_eos ? 1 : 0,
+        (float *)ctx->m.bufs[CT_OUT_BUF], CT_VOCAB,
         history, cap, one, 1, o.temperature, o.top_k, o.top_p, o.repetition_penalty,
         (int64_t)(o.seed >> 32), (int64_t)(o.seed & 0xFFFFFFFFu),
         x, CT_VOCAB, p, CT_VOCAB, order, CT_VOCAB, seen, CT_VOCAB, st, 2, aerr);

@@ -6,13 +6,14 @@ typedef struct {
   double top_p;                /* 1 = off; in (0, 1] */
   double repetition_penalty;   /* 1 = off; > 0 */
   uint64_t seed;               /* the random number of step t is a pure function of (seed, t) */
-  int32_t stop_at_eos;         /* stop after emitting the end-of-text token; default 1 */
+  int32_t stop_at_eos;         /* stop after emitting an end token (end-of-text; a GGUF model's end-of-generation
+                                  and end-of-turn tokens); default 1 */
 } @P@_options;
 
 /* Why the last @P@_generate on a context stopped (@P@_last_stop). */
 typedef enum {
   @U@_STOP_NONE = 0,           /* no generation yet, or it failed before sampling (see its error code) */
-  @U@_STOP_EOS = 1,            /* it emitted the end-of-text token (options.stop_at_eos) */
+  @U@_STOP_EOS = 1,            /* it emitted an end token (options.stop_at_eos) */
   @U@_STOP_MAX_TOKENS = 2,     /* it generated options.max_new_tokens tokens, as asked */
   @U@_STOP_CONTEXT_LIMIT = 3,  /* the model's context (@P@_context_length) is full: fewer tokens than asked */
   @U@_STOP_CALLBACK = 4,       /* the token callback returned nonzero */

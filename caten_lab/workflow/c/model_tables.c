@@ -8,6 +8,7 @@
 #define CT_N_CTX ((int)ct_m_n_ctx)
 #define CT_VOCAB ((int)ct_m_vocab)
 #define CT_EOS ((int)ct_m_eos)
+#define CT_NSTOPS ((int64_t)ct_m_nstops)  /* the ids ct_m_stops[0:CT_NSTOPS] end a generation */
 #define CT_TOKENS_BUF ((int)ct_m_tokens_buf)
 #define CT_OUT_BUF ((int)ct_m_out_buf)
 #define CT_NWEIGHTS ((int)ct_m_nweights)

@@ -249,13 +249,17 @@ class GGUFTokenizer:
         return {"mark": mark, "norm": np.zeros(w, dtype=np.uint8), "frozen": np.zeros(w, dtype=np.uint8),
                 "heap": np.zeros(6 * segment, dtype=np.int64), **work}
 
-    def decode_bytes(self, ids: list[int] | np.ndarray, *, special: bool = False) -> bytes:
-        """The bytes of the tokens' pieces; control tokens give b'' unless ``special``."""
+    def decode_bytes(self, ids: list[int] | np.ndarray, *, special: bool = False, strip: bool = True) -> bytes:
+        """The bytes of the tokens' pieces; control tokens give b'' unless ``special``. A SentencePiece
+        vocabulary with a space prefix loses the first piece's leading space unless ``strip=False``
+        (streaming one token at a time, as llama.cpp's ``token_to_piece`` does)."""
         ids32 = np.asarray(check_token_ids(ids, self.n_vocab, "decode"), dtype=np.int32)
         offsets = self.tables.args["offsets"]
         total = int((offsets[ids32 + 1] - offsets[ids32]).sum()) if ids32.size else 0
         out = np.zeros(max(total, 1), dtype=np.uint8)
         buffers = {"ids": ids32, "count": int(ids32.size), "out": out, "special": int(special)}
+        if not strip:
+            buffers["lstrip_first"] = 0
         args = entry_args("gguf_decode", {**self.tables.args, **buffers})
         count = self._runner("gguf_decode", args) if self._runner else A.gguf_decode(*args)
         return out[: int(count)].tobytes()
