@@ -10,13 +10,20 @@ llama.cpp's own ``predicted_per_second``, the others time their decode steps), p
 warm-up, each as a ratio to llama.cpp at the same thread count; ``agree``: how many of the first greedy
 tokens equal llama.cpp's (llama.cpp multiplies with 8-bit activations, so where its two best tokens nearly
 tie it may pick another one than a float evaluation does, and the texts then part: on the chat prompt
-SmolLM2's first answer token is such a near-tie, "[" at -1.85 vs "The" at -2.01 nats); load time (for
-caten_lab: load + compile + the warm-up generation) and peak RSS of the row's process.
+SmolLM2's first answer token is such a near-tie, "[" at -1.85 vs "The" at -2.01 nats); ``tf_top1``: the
+teacher-forced top-1 agreement with llama.cpp over the prefill text (the share of its positions where the
+row's most likely next token is llama.cpp's, llama.cpp's from tests/refs/llamacpp.py's cached
+``teacher_forced``; caten_lab steps through the text one decode step at a time, transformers takes one
+forward); load time (for caten_lab: load + compile + the warm-up generation) and peak RSS of the row's process.
+
+caten_lab's weights: ``gguf`` (the default) keeps the file's quantized blocks, what
+``LlamaRunner.from_pretrained`` does; ``fp32``, ``fp16``, ``int8`` dequantize the file first
+(``dequantize=True``) and store the floats in that format.
 
     python bench/llama.py                       # threads 1 and 2: 64 decode tokens, 128-token prefill, 3 runs
     python bench/llama.py --quick               # < 1 minute: threads 2, 16 tokens, 32-token prefill, 1 run
     python bench/llama.py --systems llamacpp,transformers --threads-list 1 --json out.json
-    python bench/llama.py --caten-weights fp32,fp16,int8   # one caten_lab row per weight format
+    python bench/llama.py --caten-weights gguf,fp32,int8   # one caten_lab row per weight format
     python bench/llama.py --gguf PATH           # another Llama GGUF (default: $CATEN_SMOLLM2 or the fetched one)
 """
 
@@ -53,6 +60,7 @@ COLUMNS = [
     "prefill_tok_s",
     "prefill_vs_llamacpp",
     "agree",
+    "tf_top1",
     "load_s",
     "peak_rss_mb",
 ]
@@ -115,6 +123,7 @@ def _transformers_worker(
         return len(prefill) / (time.perf_counter() - t)
 
     with torch.inference_mode():
+        row["tf_tokens"] = model(torch.tensor([prefill])).logits[0].argmax(-1).tolist()
         row["tokens"], _ = greedy()  # warm-up
         row["decode_tok_s"] = statistics.median(greedy()[1] for _ in range(runs))
         prefill_rate()
@@ -127,7 +136,10 @@ def _caten_lab_worker(
     from caten_lab.models.llama import LlamaRunner
 
     t0 = time.perf_counter()
-    runner = LlamaRunner.from_pretrained(gguf, weight_format=row["weights"])
+    if row["weights"] == "gguf":
+        runner = LlamaRunner.from_pretrained(gguf)  # the file's quantized blocks kept
+    else:
+        runner = LlamaRunner.from_pretrained(gguf, dequantize=True, weight_format=row["weights"])
     row["tokens"] = runner.generate(prompt, gen)[len(prompt) :]  # warm-up (compiles); greedy by default
     row["load_s"] = time.perf_counter() - t0  # load + trace + compile + the warm-up generation
     rates = []
@@ -144,6 +156,8 @@ def _caten_lab_worker(
         return len(prefill) / (time.perf_counter() - t)
 
     row["prefill_tok_s"] = statistics.median(prefill_rate() for _ in range(runs))
+    runner.reset()  # teacher forcing, one decode step per position: the prefill keeps only the last logits
+    row["tf_tokens"] = [int(runner.forward([t], i)[0, -1].argmax()) for i, t in enumerate(prefill)]
 
 
 def worker(args: argparse.Namespace) -> dict:
@@ -156,10 +170,14 @@ def worker(args: argparse.Namespace) -> dict:
     return row
 
 
-def with_ratios(row: dict, ref: dict | None) -> dict:
-    """``row`` plus its speed as a ratio to llama.cpp's row ``ref`` and how many leading tokens agree."""
+def with_ratios(row: dict, ref: dict | None, ref_top1: list[int] | None = None) -> dict:
+    """``row`` plus its speed as a ratio to llama.cpp's row ``ref``, how many leading tokens agree and its
+    teacher-forced agreement with llama.cpp's top-1 ``ref_top1`` over the prefill text."""
+    ours_tf = row.pop("tf_tokens", None)
     if ref is None or "error" in row or "error" in ref:
         return row
+    if ours_tf is not None and ref_top1 is not None and len(ours_tf) == len(ref_top1):
+        row["tf_top1"] = sum(a == b for a, b in zip(ours_tf, ref_top1)) / len(ref_top1)
     for key in ("decode_tok_s", "prefill_tok_s"):
         if row.get(key) and ref.get(key):
             row[key.replace("_tok_s", "_vs_llamacpp")] = row[key] / ref[key]
@@ -183,8 +201,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=None, help="measured runs per number (default 3; --quick: 1)")
     ap.add_argument(
         "--caten-weights",
-        default="fp32",
-        help="comma list of caten_lab weight formats, one row each (default fp32)",
+        default="gguf",
+        help="comma list of caten_lab weights, one row each: gguf (the file's blocks), fp32, fp16, int8 "
+        "(dequantized; default gguf)",
     )
     ap.add_argument("--worker")
     ap.add_argument("--threads", type=int, default=2)
@@ -224,6 +243,12 @@ def main() -> None:
         f"median of {runs} run(s)"
     )
 
+    ref_top1 = None  # llama.cpp's teacher-forced top-1 over the prefill text (cached), for the other rows
+    if "llamacpp" in systems and len(systems) > 1:
+        try:
+            ref_top1 = llamacpp.teacher_forced(gguf, text[:n_prefill], k=1).top1
+        except llamacpp.LlamaCppError as e:
+            print(f"llama.cpp teacher forcing failed (no tf_top1 column): {str(e).splitlines()[0][:200]}")
     table, rows = Table(COLUMNS), []
     for threads in threads_list:
         ref = None
@@ -264,7 +289,7 @@ def main() -> None:
             row = run_worker(
                 cmd, worker_env(threads), {"system": system, "weights": weights, "threads": threads}
             )
-            rows.append(with_ratios(row, ref))
+            rows.append(with_ratios(row, ref, ref_top1))
             table.print_row(rows[-1])
     tmp.cleanup()
     if args.json:

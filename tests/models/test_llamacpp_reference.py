@@ -17,6 +17,10 @@ import pytest
 from refs import llamacpp
 from refs.texts import CHAT_PROMPT, LIGHTHOUSE, VARIED
 
+pytestmark = pytest.mark.skipif(
+    not llamacpp.available(), reason="xllamacpp (the [dev] extra) is not installed"
+)
+
 
 def test_tokenize_matches_transformers_gguf_tokenizer(smollm2_gguf):
     transformers = pytest.importorskip("transformers")

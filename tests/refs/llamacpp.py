@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import subprocess
@@ -58,6 +59,12 @@ class Generation:
     predicted_ms: float
     load_s: float  # the server's start (model load) in the process that ran this generation
     peak_rss_mb: float  # that process's peak RSS when the generation ended
+
+
+def available() -> bool:
+    """Whether llama.cpp can run: ``CATEN_REF_PYTHON`` names another interpreter, or the ``xllamacpp``
+    wheel (the ``[dev]`` extra) is installed here (found without importing it into this process)."""
+    return bool(os.environ.get("CATEN_REF_PYTHON")) or importlib.util.find_spec("xllamacpp") is not None
 
 
 def cache_dir() -> Path:
