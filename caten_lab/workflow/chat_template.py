@@ -38,6 +38,14 @@ TEMPLATE_FILE = "<chat template>"
 # of them gets it as an end-of-turn marker (chat stops generating there).
 END_OF_TURN_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "</s>")
 
+# The template variables a GGUF file's special tokens fill: tokenizer.ggml.<key>_token_id -> variable.
+SPECIAL_TOKEN_KEYS = (
+    ("bos", "bos_token"),
+    ("eos", "eos_token"),
+    ("unknown", "unk_token"),
+    ("padding", "pad_token"),
+)
+
 
 class ChatTemplateError(CatenError):
     """A chat template that does not compile, or that fails (or refuses) to render a conversation."""
@@ -74,7 +82,9 @@ class _Namespace(jinja2.utils.Namespace):
     @staticmethod
     def _check(key: object) -> None:
         if isinstance(key, str) and key.startswith("_"):
-            raise jinja2.exceptions.SecurityError(f"a chat template may not set the attribute {key!r} on a namespace")
+            raise jinja2.exceptions.SecurityError(
+                f"a chat template may not set the attribute {key!r} on a namespace"
+            )
 
 
 class _DictGlobal:
@@ -91,9 +101,16 @@ def _raise_exception(message: str) -> None:
     raise jinja2.exceptions.TemplateError(message)
 
 
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
-            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _strftime_now(fmt: str) -> str:
@@ -123,8 +140,11 @@ def _plain(value: Any, where: str) -> Any:
         return {str(k): _plain(v, f"{where}[{k!r}]") for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    raise ChatTemplateError(f"{where} is a {type(value).__name__}; a chat template only sees str, numbers, "
-                            "bools, None, lists and dicts", hint="convert it to plain data first")
+    raise ChatTemplateError(
+        f"{where} is a {type(value).__name__}; a chat template only sees str, numbers, "
+        "bools, None, lists and dicts",
+        hint="convert it to plain data first",
+    )
 
 
 def _reader(path_or_reader: Any) -> tuple[Any, str]:
@@ -132,8 +152,10 @@ def _reader(path_or_reader: Any) -> tuple[Any, str]:
         try:
             return gguf.GGUFReader(path_or_reader), str(path_or_reader)
         except (OSError, ValueError) as e:
-            raise ChatTemplateError(f"{path_or_reader}: cannot read GGUF ({type(e).__name__}: {e})"[:300],
-                                    hint="truncated or not a GGUF file") from None
+            raise ChatTemplateError(
+                f"{path_or_reader}: cannot read GGUF ({type(e).__name__}: {e})"[:300],
+                hint="truncated or not a GGUF file",
+            ) from None
     return path_or_reader, str(getattr(path_or_reader, "path", "GGUF"))
 
 
@@ -155,7 +177,9 @@ def _token_text(reader: Any, id_key: str, where: str) -> str | None:
         return None
     tid = int(field.parts[field.data[0]][0])
     if not 0 <= tid < len(tokens.data):
-        raise ChatTemplateError(f"{where}: {id_key} = {tid} is not a token id (the vocabulary has {len(tokens.data)})")
+        raise ChatTemplateError(
+            f"{where}: {id_key} = {tid} is not a token id (the vocabulary has {len(tokens.data)})"
+        )
     return bytes(tokens.parts[tokens.data[tid]]).decode("utf-8", errors="replace")
 
 
@@ -169,8 +193,10 @@ def check_messages(messages: object) -> list[dict[str, Any]]:
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
-            raise ChatTemplateError(f"messages[{i}] is not a dict with a string 'role': {m!r}"[:200],
-                                    hint='each message is {"role": "user"|"assistant"|"system", "content": "..."}')
+            raise ChatTemplateError(
+                f"messages[{i}] is not a dict with a string 'role': {m!r}"[:200],
+                hint='each message is {"role": "user"|"assistant"|"system", "content": "..."}',
+            )
         out.append(_plain(m, f"messages[{i}]"))
     return out
 
@@ -178,11 +204,20 @@ def check_messages(messages: object) -> list[dict[str, Any]]:
 class ChatTemplate:
     """A compiled chat template: ``ChatTemplate(source, bos_token=..., eos_token=...).render(messages)``."""
 
-    def __init__(self, source: str, *, bos_token: str | None = None, eos_token: str | None = None,
-                 special_tokens: Mapping[str, str] | None = None, name: str = TEMPLATE_FILE) -> None:
+    def __init__(
+        self,
+        source: str,
+        *,
+        bos_token: str | None = None,
+        eos_token: str | None = None,
+        special_tokens: Mapping[str, str] | None = None,
+        name: str = TEMPLATE_FILE,
+    ) -> None:
         if not isinstance(source, str) or not source.strip():
-            raise ChatTemplateError(f"{name}: the chat template is empty or not text",
-                                    hint="pass the Jinja source (GGUF key tokenizer.chat_template)")
+            raise ChatTemplateError(
+                f"{name}: the chat template is empty or not text",
+                hint="pass the Jinja source (GGUF key tokenizer.chat_template)",
+            )
         self.source = source
         self.name = name
         tokens = dict(special_tokens or {})
@@ -194,8 +229,11 @@ class ChatTemplate:
         try:
             self._template = _environment().from_string(source)
         except jinja2.exceptions.TemplateSyntaxError as e:
-            raise ChatTemplateError(f"the chat template does not compile: {e.message}",
-                                    where=self._line(e.lineno), hint="fix the template's Jinja syntax") from None
+            raise ChatTemplateError(
+                f"the chat template does not compile: {e.message}",
+                where=self._line(e.lineno),
+                hint="fix the template's Jinja syntax",
+            ) from None
 
     @classmethod
     def from_gguf(cls, path_or_reader: Any) -> ChatTemplate:
@@ -203,10 +241,12 @@ class ChatTemplate:
         reader, where = _reader(path_or_reader)
         source = _string_field(reader, "tokenizer.chat_template", where)
         if source is None:
-            raise ChatTemplateError(f"{where} has no tokenizer.chat_template",
-                                    hint="pass a template with --chat-template / ChatTemplate(source)")
+            raise ChatTemplateError(
+                f"{where} has no tokenizer.chat_template",
+                hint="pass a template with --chat-template / ChatTemplate(source)",
+            )
         specials = {}
-        for key, var in (("bos", "bos_token"), ("eos", "eos_token"), ("unknown", "unk_token"), ("padding", "pad_token")):
+        for key, var in SPECIAL_TOKEN_KEYS:
             text = _token_text(reader, f"tokenizer.ggml.{key}_token_id", where)
             if text is not None:
                 specials[var] = text
@@ -232,31 +272,57 @@ class ChatTemplate:
                 found = lineno
         return found
 
-    def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = False,
-               tools: list[dict] | None = None, documents: list[dict] | None = None, **variables: Any) -> str:
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        add_generation_prompt: bool = False,
+        tools: list[dict] | None = None,
+        documents: list[dict] | None = None,
+        **variables: Any,
+    ) -> str:
         """The prompt text for ``messages`` (``add_generation_prompt``: open the assistant's turn)."""
         chat = check_messages(messages)
         context = {**self.special_tokens, **_plain(variables, "template variables")}
         try:
-            return self._template.render(messages=chat, tools=_plain(tools, "tools"),
-                                         documents=_plain(documents, "documents"),
-                                         add_generation_prompt=bool(add_generation_prompt), **context)
+            return self._template.render(
+                messages=chat,
+                tools=_plain(tools, "tools"),
+                documents=_plain(documents, "documents"),
+                add_generation_prompt=bool(add_generation_prompt),
+                **context,
+            )
         except jinja2.exceptions.TemplateError as e:
             refused = type(e) is jinja2.exceptions.TemplateError
             what = "the chat template refused the conversation" if refused else "the chat template failed"
-            raise ChatTemplateError(f"{what}: {e.message or type(e).__name__}",
-                                    where=self._line(self._failing_line(e)),
-                                    hint="check the roles and order of the messages" if refused else None) from None
+            raise ChatTemplateError(
+                f"{what}: {e.message or type(e).__name__}",
+                where=self._line(self._failing_line(e)),
+                hint="check the roles and order of the messages" if refused else None,
+            ) from None
         except Exception as e:  # noqa: BLE001 - a template can fail in arbitrary Python (e.g. a bad index)
-            raise ChatTemplateError(f"the chat template failed: {type(e).__name__}: {e}",
-                                    where=self._line(self._failing_line(e))) from None
+            raise ChatTemplateError(
+                f"the chat template failed: {type(e).__name__}: {e}", where=self._line(self._failing_line(e))
+            ) from None
 
 
-def apply_chat_template(template: str | ChatTemplate, messages: Sequence[Mapping[str, Any]], *,
-                        add_generation_prompt: bool = False, **variables: Any) -> str:
+def apply_chat_template(
+    template: str | ChatTemplate,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    add_generation_prompt: bool = False,
+    **variables: Any,
+) -> str:
     """``ChatTemplate(template).render(messages, ...)`` for a one-off call."""
     t = template if isinstance(template, ChatTemplate) else ChatTemplate(template)
     return t.render(messages, add_generation_prompt=add_generation_prompt, **variables)
 
 
-__all__ = ["END_OF_TURN_MARKERS", "ChatTemplate", "ChatTemplateError", "apply_chat_template", "check_messages"]
+__all__ = [
+    "END_OF_TURN_MARKERS",
+    "SPECIAL_TOKEN_KEYS",
+    "ChatTemplate",
+    "ChatTemplateError",
+    "apply_chat_template",
+    "check_messages",
+]

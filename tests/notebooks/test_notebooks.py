@@ -25,6 +25,7 @@ NAMES = [
     "05_gpt2",
     "06_workflows",
     "07_performance",
+    "08_real_llm",
 ]
 CELL_TIMEOUT_S = 300
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -183,3 +184,28 @@ def test_07_performance(kernel_env):
     assert "same greedy tokens: True" in text
     assert "caten_lab / PyTorch:" in text
     assert "image/png" in ex.mimes()
+
+
+def test_08_real_llm(kernel_env, smollm2_gguf, monkeypatch):
+    monkeypatch.setenv("CATEN_SMOLLM2", str(smollm2_gguf))  # before the kernel starts: it inherits it
+    ex = run_notebook("08_real_llm")
+    text = ex.text()
+    assert f"{smollm2_gguf} " in text  # the fixture's file, not a download
+    assert "tensor types: {'Q8_0': 1, 'F32': 61, 'Q4_1': 210}" in text
+    assert "<|im_start|>assistant" in text and "an answer ends at: ['<|im_end|>']" in text
+    assert "Paris" in text  # the streamed greedy answer (tests/workflow/test_chat_real.py: as transformers)
+    assert WIDGET_MIME in ex.mimes()  # the runner widget, and the Inspector
+    widget_text = [line for line in text.splitlines() if line.startswith(("'", '"')) and len(line) > 2]
+    assert widget_text, text[-2000:]
+    nodes, kernels = next(ln for ln in text.splitlines() if ln.startswith("one block:")).split()[2:6:3]
+    assert int(nodes) > 0 and int(kernels) > 0
+    rows = {
+        ln[:22].strip(): ln[22:].split()
+        for ln in text.splitlines()
+        if ln.startswith(("GPT-2 (", "SmolLM2-135M"))
+    }
+    gpt2_mb, _, gpt2_tps = rows["GPT-2 (notebook 05)"]
+    smol_mb, _, smol_tps = rows["SmolLM2-135M Q4_1"]
+    assert float(gpt2_mb) > 0 and float(gpt2_tps) > 0 and float(smol_tps) > 0
+    # the weights are the file's blocks (not dequantized to 4 bytes a weight): at most the file's size
+    assert 0.9 * smollm2_gguf.stat().st_size < float(smol_mb) * 2**20 < smollm2_gguf.stat().st_size

