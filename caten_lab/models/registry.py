@@ -130,6 +130,17 @@ def model_path(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
     return path
 
 
+def resolve(model: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
+    """``model`` as a file: an existing path, or the fetched file of a model name (``smollm2``)."""
+    path = Path(model).expanduser()
+    if path.exists():
+        return path
+    if str(model) in MODELS:
+        return model_path(str(model), cache_dir)
+    raise CatenError(f"no model file {model}",
+                     hint=f"give a .gguf file or a fetchable model name ({', '.join(sorted(MODELS))})")
+
+
 def list_models(cache_dir: str | os.PathLike | None = None) -> list[ModelEntry]:
     """Every fetchable model, with its file when it is fetched."""
     return [

@@ -20,7 +20,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from caten_lab.errors import CatenError
@@ -297,13 +296,9 @@ def chat_main(model: str, *, prompt: str | None = None, system: str | None = Non
     """``caten-lab chat MODEL``: MODEL is a ``.gguf`` file or the name of a fetched model."""
     write = write or sys.stdout.write
     flush = flush or sys.stdout.flush
-    path = Path(model).expanduser()
+    path = registry.resolve(model)
     if not path.is_file():
-        if model in registry.MODELS:
-            path = registry.model_path(model)
-        else:
-            raise CatenError(f"no model file {model}",
-                             hint=f"give a .gguf file or a fetchable model name ({', '.join(sorted(registry.MODELS))})")
+        raise CatenError(f"{path} is not a file", hint="give a .gguf file or a fetchable model name")
     opts = SamplingOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     t0 = time.perf_counter()
     runner, tokenizer, template = (opener or _open_parts)(path, **({"n_ctx": n_ctx} if n_ctx else {}))

@@ -35,10 +35,35 @@ __all__ = ["GGUF_FACTS", "TokenizerC", "check_action_tables", "fnv64", "tokenize
 GGUF_FACTS = ("add_bos", "bos_id", "add_eos", "eos_id")
 # the parameters c/tok_gguf.c passes per call (text, work buffers, flags), by action
 PER_CALL = {
-    "gguf_bpe_encode": {"text", "n", "parse_special", "mark", "char_start", "char_cls", "sym", "rank", "res", "heap",
-                        "out"},
-    "gguf_spm_encode": {"text", "n", "parse_special", "mark", "norm", "sym_start", "sym_len", "nxt", "prv", "heap",
-                        "ids", "frozen", "piece_out", "out"},
+    "gguf_bpe_encode": {
+        "text",
+        "n",
+        "parse_special",
+        "mark",
+        "char_start",
+        "char_cls",
+        "sym",
+        "rank",
+        "res",
+        "heap",
+        "out",
+    },
+    "gguf_spm_encode": {
+        "text",
+        "n",
+        "parse_special",
+        "mark",
+        "norm",
+        "sym_start",
+        "sym_len",
+        "nxt",
+        "prv",
+        "heap",
+        "ids",
+        "frozen",
+        "piece_out",
+        "out",
+    },
     "gguf_decode": {"ids", "count", "special", "lstrip_first", "out"},
 }
 
@@ -82,23 +107,38 @@ def check_action_tables(blob: StaticBlob, act: Any, per_call: set[str]) -> None:
         if isinstance(t, ArrayType):
             got = blob.arrays.get(name)
             if got is None or np.dtype(got[1]) != np.dtype(t.dtype.np_dtype):
-                raise ExportError(f"action {act.ir.name!r} parameter {name!r}: the tokenizer tables have "
-                                  f"{'no such array' if got is None else got[1]}, the action takes {t.dtype}[]")
+                raise ExportError(
+                    f"action {act.ir.name!r} parameter {name!r}: the tokenizer tables have "
+                    f"{'no such array' if got is None else got[1]}, the action takes {t.dtype}[]"
+                )
         elif name not in blob.scalars:
-            raise ExportError(f"action {act.ir.name!r} parameter {name!r}: the tokenizer tables have no such scalar")
+            raise ExportError(
+                f"action {act.ir.name!r} parameter {name!r}: the tokenizer tables have no such scalar"
+            )
 
 
 def tokenizer_c(tokenizer: Any, model_dir: Any = None) -> TokenizerC:
     """The exported pieces of ``tokenizer`` (a GGUFTokenizer, or a GPT-2 one read from ``model_dir``)."""
     if isinstance(tokenizer, GGUFTokenizer):
-        facts = {"add_bos": int(tokenizer.add_bos), "bos_id": _id(tokenizer.bos_id),
-                 "add_eos": int(tokenizer.meta.add_eos), "eos_id": _id(tokenizer.eos_id)}
+        facts = {
+            "add_bos": int(tokenizer.add_bos),
+            "bos_id": _id(tokenizer.bos_id),
+            "add_eos": int(tokenizer.meta.add_eos),
+            "eos_id": _id(tokenizer.eos_id),
+        }
         encode = getattr(gguf_actions, tokenizer.encode_entry)
-        return TokenizerC(("tok_gguf.c",), encode, gguf_actions.gguf_decode, {**tokenizer.static_args(), **facts})
+        return TokenizerC(
+            ("tok_gguf.c",), encode, gguf_actions.gguf_decode, {**tokenizer.static_args(), **facts}
+        )
     if model_dir is None or not (Path(model_dir) / "vocab.json").is_file():
         raise ExportError(f"{model_dir}: no vocab.json for the GPT-2 tokenizer")
-    return TokenizerC(("tok_tables.c", "vocab_tables.c", "tok_gpt2.c"), gpt2_encode, tokens_to_bytes,
-                      tokenizer.static_args(), fnv64((Path(model_dir) / "vocab.json").read_bytes()))
+    return TokenizerC(
+        ("tok_tables.c", "vocab_tables.c", "tok_gpt2.c"),
+        gpt2_encode,
+        tokens_to_bytes,
+        tokenizer.static_args(),
+        fnv64((Path(model_dir) / "vocab.json").read_bytes()),
+    )
 
 
 def _id(v: int | None) -> int:

@@ -22,8 +22,8 @@ import pytest
 from gguf_tokenizer_files import gpt2_vocab_gguf, spm_vocab_gguf
 
 from caten_lab.models.sampling import SamplingOptions
-from caten_lab.workflow.tokenizers.corpus import local_text
 from caten_lab.workflow.model_tables import ExportError
+from caten_lab.workflow.tokenizers.corpus import local_text
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
@@ -40,8 +40,9 @@ SAMPLED = SamplingOptions(temperature=0.9, top_k=20, seed=9)
 
 def cli(exe: Path, *args: str, text: bool = True) -> subprocess.CompletedProcess:
     """The exported CLI with no environment but a passive OpenMP wait (a loaded machine)."""
-    return subprocess.run([str(exe), *args], capture_output=True, text=text, env={"OMP_WAIT_POLICY": "PASSIVE"},
-                          timeout=300)
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=text, env={"OMP_WAIT_POLICY": "PASSIVE"}, timeout=300
+    )
 
 
 def ids_of(r: subprocess.CompletedProcess) -> list[int]:
@@ -60,10 +61,21 @@ class Lib:
         self.fn("last_error").restype = ctypes.c_char_p
         self.fn("last_error").argtypes = [ctypes.c_void_p]
         self.fn("free").argtypes = [ctypes.c_void_p]
-        self.fn("tokenize").argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64,
-                                        ctypes.c_void_p]
-        self.fn("chat_tokenize").argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
-                                             ctypes.c_int64, ctypes.c_void_p]
+        self.fn("tokenize").argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_void_p,
+            ctypes.c_int64,
+            ctypes.c_void_p,
+        ]
+        self.fn("chat_tokenize").argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_void_p,
+            ctypes.c_int64,
+            ctypes.c_void_p,
+        ]
         self.fn("weight_format").restype = ctypes.c_char_p
         err = ctypes.c_int()
         self.ctx = self.fn("init")(str(weights).encode(), None, None, ctypes.byref(err))
@@ -83,8 +95,14 @@ class Lib:
 
     def chat_tokenize(self, system: str | None, user: str) -> list[int]:
         ids, n = np.zeros(4096, np.int32), ctypes.c_int64()
-        rc = self.fn("chat_tokenize")(self.ctx, None if system is None else system.encode(), user.encode(),
-                                      ids.ctypes.data, 4096, ctypes.byref(n))
+        rc = self.fn("chat_tokenize")(
+            self.ctx,
+            None if system is None else system.encode(),
+            user.encode(),
+            ids.ctypes.data,
+            4096,
+            ctypes.byref(n),
+        )
         assert rc == 0, self.fn("last_error")(self.ctx)
         return ids[: n.value].tolist()
 
@@ -102,10 +120,18 @@ def tiny_files(tmp_path_factory) -> dict[str, Path]:
     spm = pytest.importorskip("sentencepiece")
     corpus = root / "corpus.txt"
     corpus.write_text(local_text(60_000, seed=5) + " ".join(TEXTS * 20), encoding="utf-8")
-    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(root / "uni"), model_type="unigram",
-                                   vocab_size=800, character_coverage=0.9995, byte_fallback=True,
-                                   normalization_rule_name="identity", remove_extra_whitespaces=False,
-                                   num_threads=1, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        input=str(corpus),
+        model_prefix=str(root / "uni"),
+        model_type="unigram",
+        vocab_size=800,
+        character_coverage=0.9995,
+        byte_fallback=True,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        num_threads=1,
+        minloglevel=2,
+    )
     files["spm-unigram"] = spm_vocab_gguf(root / "spm.gguf", root / "uni.model")
     return files
 
@@ -136,16 +162,34 @@ def test_greedy_and_sampled_tokens_are_the_python_runners(tiny) -> None:
     path, out, _, runner, tok = tiny
     prompt = "The quick brown fox"
     ids = tok.encode(prompt)
-    want = runner.generate(ids, 24)[len(ids):]
-    got = ids_of(cli(out.cli, "--model", str(path), "--prompt", prompt, "--tokens", "24", "--ids", "--no-eos-stop"))
+    want = runner.generate(ids, 24)[len(ids) :]
+    got = ids_of(
+        cli(out.cli, "--model", str(path), "--prompt", prompt, "--tokens", "24", "--ids", "--no-eos-stop")
+    )
     assert got == want
-    sampled = runner.generate(ids, 16, SAMPLED)[len(ids):]
+    sampled = runner.generate(ids, 16, SAMPLED)[len(ids) :]
     args = ["--temperature", "0.9", "--top-k", "20", "--seed", "9"]
-    got = ids_of(cli(out.cli, "--model", str(path), "--prompt", prompt, "--tokens", "16", "--ids", "--no-eos-stop",
-                     *args))
+    got = ids_of(
+        cli(
+            out.cli,
+            "--model",
+            str(path),
+            "--prompt",
+            prompt,
+            "--tokens",
+            "16",
+            "--ids",
+            "--no-eos-stop",
+            *args,
+        )
+    )
     assert got == sampled and len(set(sampled)) > 1
-    text = cli(out.cli, "--model", str(path), "--prompt", prompt, "--tokens", "24", "--no-eos-stop", text=False)
-    streamed = b"".join(tok.decode_bytes([t], strip=False) for t in want)  # each piece as llama.cpp streams it
+    text = cli(
+        out.cli, "--model", str(path), "--prompt", prompt, "--tokens", "24", "--no-eos-stop", text=False
+    )
+    streamed = b"".join(
+        tok.decode_bytes([t], strip=False) for t in want
+    )  # each piece as llama.cpp streams it
     assert text.returncode == 0 and text.stdout == prompt.encode() + streamed + b"\n"
 
 
@@ -213,3 +257,19 @@ def test_smollm2_chat_is_the_python_chats(smollm2_gguf, smollm2_export, smollm2_
     text = cli(out.cli, *args)
     assert text.returncode == 0 and "Paris" in text.stdout
     assert text.stdout.strip() == "".join(piece for _, piece in answer).strip()
+
+
+def test_caten_lab_export_takes_a_llama_gguf(tiny_files, tmp_path, capsys) -> None:
+    """``caten-lab export DIR --model FILE.gguf``: the library is named ``llama``; this file has no chat
+    template, so ``--chat`` is refused with the reason."""
+    from caten_lab.cli import main
+
+    path = tiny_files["bpe-llama3"]
+    assert main(["export", str(tmp_path), "--model", str(path), "--n-ctx", "64"]) == 0
+    printed = capsys.readouterr().out
+    assert "libllama.so" in printed and "the file's own weights" in printed and "try:" in printed
+    assert len(ids_of(cli(tmp_path / "llama", "--model", str(path), "--prompt", "hi", "--tokens", "3", "--ids"))) == 3
+    r = cli(tmp_path / "llama", "--model", str(path), "--chat", "--prompt", "hi")
+    assert r.returncode == 2 and "without a chat template" in r.stderr
+    assert main(["export", str(tmp_path / "q"), "--model", str(path), "--weight-format", "int8"]) == 2
+    assert "exported as it stores its weights" in capsys.readouterr().err
