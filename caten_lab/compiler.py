@@ -140,6 +140,9 @@ class Program:
     library_path: str | None = None
     cached: bool = False
     artifacts: dict[str, Any] = field(default_factory=dict)
+    # when the compile and the last profile ran (time.time() epochs and their parts, seconds): the
+    # Inspector's Profile pane lays these out on the cell's timeline
+    timings: dict[str, float] = field(default_factory=dict)
     _lib: Any = None
     _checks: dict[int, tuple[str, list[int], list[int]]] = field(default_factory=dict)
     _workspace: OrderedDict = field(default_factory=OrderedDict)
@@ -245,21 +248,37 @@ class Program:
 
     def profile(self, inputs: Mapping[str, Any] | None = None, symbols: Mapping[str, int] | None = None,
                 repeat: int = 1) -> list[dict]:
-        """Run ``repeat`` times timing every kernel call; rows (kernel, function, calls, seconds, share),
-        slowest first. State inputs are updated as by a normal call."""
+        """Run ``repeat`` times timing every kernel call; rows (kernel, function, calls, seconds, share,
+        bytes, flops, node_ids), slowest first: ``seconds`` per run, ``bytes``/``flops`` per run as
+        counted by :func:`caten_lab.passes.kernel_cost.kernel_cost`. State inputs are updated as by a
+        normal call; :attr:`timings` gets ``profile_start``/``profile_end`` (epochs)."""
         if self.backend != "c" or self.schedule is None:
             raise CatenError("profile() needs the C backend", hint="compile(graph, backend='c')")
+        t0 = time.time()
         inputs = dict(inputs or {})
         sym = self._enter(inputs, symbols)
         prof = np.zeros(max(1, len(self.schedule.kernels)), dtype=np.float64)
         with self._lock:
             for _ in range(repeat):
                 self._run_c(inputs, sym, prof)
+        t1 = time.time()
         total = float(prof.sum()) or 1.0
-        rows = [{"kernel": k.name, "function": self._checks.get(i, ("",))[0], "calls": repeat,
-                 "seconds": float(prof[i]) / repeat, "share": float(prof[i]) / total}
-                for i, k in enumerate(self.schedule.kernels)]
+        rows = []
+        for i, (k, (nbytes, flops)) in enumerate(zip(self.schedule.kernels, self.kernel_costs(sym))):
+            rows.append({"kernel": k.name, "function": self._checks.get(i, ("",))[0], "calls": repeat,
+                         "seconds": float(prof[i]) / repeat, "share": float(prof[i]) / total,
+                         "bytes": nbytes, "flops": flops, "node_ids": list(k.node_ids)})
+        self.timings.update(profile_start=t0, profile_end=t1, profile_repeat=float(repeat))
         return sorted(rows, key=lambda r: -r["seconds"])
+
+    def kernel_costs(self, symbols: Mapping[str, int] | None = None) -> list[tuple[int, int]]:
+        """``(bytes, flops)`` of one call of every scheduled kernel, in schedule order."""
+        from caten_lab.passes.kernel_cost import kernel_cost
+
+        if self.schedule is None:
+            return []
+        sym = dict(symbols or {})
+        return [kernel_cost(k, self.schedule.buffers, sym) for k in self.schedule.kernels]
 
     def _run_fast(self, inputs: dict[str, Any], sym: dict[str, int]) -> list[np.ndarray]:
         from caten_lab.runtime.fastcall import FastCall, collect_outputs
@@ -416,6 +435,7 @@ def compile(  # noqa: A001 - the public name the contract asks for
     if not graph.outputs:
         raise CatenError("the graph has no outputs", hint="mark_output(value) for every result you want back")
     t0 = time.perf_counter()
+    started = time.time()
     if backend == "numpy":
         graph.verify()
         return Program(graph, "numpy", safety, compile_s=time.perf_counter() - t0)
@@ -444,19 +464,23 @@ def compile(  # noqa: A001 - the public name the contract asks for
     source = arts["c_source"]
     # verified; force discards the cached one; the renderer's units let a big source build in parallel
     built = build_library(source, tc, cfg.cache_dir, force=force, units=arts.get("c_units"))
+    t_load = time.perf_counter()
     lib = Library(built.load_path or built.path)
+    load_s = time.perf_counter() - t_load
     prog = Program(
         graph, "c", safety, compiled_graph=compiled_graph, schedule=arts["schedule"], memory_plan=arts.get("memory_plan"), trace=pass_trace,
         c_source=source, source_map=arts["source_map"], kernel_lines=arts["kernel_lines"], kernel_ir=arts.get("kernel_ir"),
         compile_s=compile_s, cc_s=built.cc_s, flags=tc.flags, library_path=str(built.path), cached=built.cached,
         artifacts=arts, _lib=lib,
     )
+    prog.timings.update(compile_start=started, passes_s=compile_s, cc_s=built.cc_s, load_s=load_s)
     meta = function_meta(arts["kernel_ir"])  # a cached program stays undecoded until it is looked at
     fn_checks = {name: m["checks"] for name, m in meta.items()}
     fn_of = {kn: name for name, m in meta.items() for kn in m["kernel_names"]}
     for i, k in enumerate(prog.schedule.kernels):  # type: ignore[union-attr]
         fname = fn_of.get(k.name, "")
         prog._checks[i] = (fname, k.node_ids, fn_checks.get(fname, []))
+    prog.timings["compile_end"] = time.time()
     if cfg.debug >= 1:
         print(f"[caten] {prog.summary()}")
         if cfg.debug >= 2:

@@ -21,6 +21,7 @@ from caten_lab.air.ops import OPS, attrs_items
 from caten_lab.air.symbolic import Expr
 from caten_lab.air.value import Value
 from caten_lab.notebook.kernel_view import KernelTables, c_path_index, kernel_pass_view
+from caten_lab.notebook.profile_payload import cell_profile
 
 PAYLOAD_VERSION = 2  # 2: codegen passes carry a "kir" block (kernel list, listings, steps); "fusion"
 MAX_REWRITES_PER_PASS = 20_000  # beyond this a pass's rewrites are summarized, not replayable
@@ -252,6 +253,7 @@ def trace_payload(
         },
         "result": result,
         "source_lines": _source_lines(nodes.records),
+        "cell_profile": cell_profile(trace, program=program, result=result, profile=profile),
     }
 
 

@@ -4,6 +4,7 @@
 import workerSource from "virtual:layout-worker";
 import { h } from "./dom.js";
 import { makeKernelView } from "./kernel_view.js";
+import { buildProfilePane } from "./profile_view.js";
 
 const CAT_COLORS = { unary: "#dbeafe", binary: "#e0e7ff", ternary: "#ede9fe", reduce: "#fde68a", buffer: "#dcfce7" };
 const KERNEL_COLORS = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d8f3dc", "#ffe5d9", "#cddafd", "#f1e3d3", "#e2f0cb"];
@@ -1061,41 +1062,9 @@ function render({ model, el }) {
     },
   });
 
-  // ---- profile pane
+  // ---- profile pane: profile_view.js
   function buildProfile() {
-    const pp = paneEls.profile;
-    if (!pp) return;
-    const prof = data.profile || {};
-    const img = h("img", { class: "ci-profile-img", alt: "time per pass (matplotlib)" });
-    const setImg = () => {
-      const png = model.get("profile_png") || prof.png;
-      if (png) img.src = `data:image/png;base64,${png}`;
-      img.style.display = png ? "" : "none";
-    };
-    setImg();
-    model.on("change:profile_png", setImg);
-    pp.append(img);
-    const rows = prof.rows && prof.rows.length ? prof.rows : data.passes.map((p) => ({ pass: p.name, time_s: p.wall_s, mem_bytes: p.mem_bytes, nodes_before: p.nodes_before, nodes_after: p.nodes_after, rewrites: p.n_rewrites }));
-    const total = rows.reduce((a, r) => a + (r.time_s || 0), 0) || 1;
-    const tbl = h("table", { class: "ci-profile-table" });
-    tbl.append(h("tr", {}, ...["pass", "time", "share", "memory", "nodes before", "nodes after", "rewrites"].map((t) => h("th", { text: t }))));
-    rows.forEach((r, i) => {
-      const share = r.share !== undefined ? r.share : (r.time_s || 0) / total;
-      tbl.append(
-        h(
-          "tr",
-          { class: "ci-prow", onclick: () => (showTab("graph"), setPass(i)) },
-          h("td", { text: r.pass }),
-          h("td", { text: fmtTime(r.time_s) }),
-          h("td", {}, h("span", { class: "ci-bar", style: `width:${Math.round(share * 60)}px` }), ` ${(share * 100).toFixed(1)}%`),
-          h("td", { text: fmtBytes(r.mem_bytes) }),
-          h("td", { text: String(r.nodes_before) }),
-          h("td", { text: String(r.nodes_after) }),
-          h("td", { text: String(r.rewrites) })
-        )
-      );
-    });
-    pp.append(h("div", { class: "ci-dim", text: `total ${fmtTime(prof.total_s || total)}` }), tbl);
+    if (paneEls.profile) buildProfilePane({ pane: paneEls.profile, data, model, fmtTime, fmtBytes, showTab, setPass, gotoNode });
   }
 
   // ---- result pane
