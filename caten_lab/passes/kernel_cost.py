@@ -10,6 +10,8 @@ Counted on the kernel's fused AIR graph (``Kernel.graph``), with the run's symbo
   reaches only part of the buffer, such as a slice of a KV cache, counts only that part; broadcast
   axes, stride 0, count once), and the result is written once (for a ``store`` into a state, the
   stored region). This is the compulsory traffic: caches can only make the real traffic larger.
+- an embedding written as a one-hot reduction, ``sum_r where(idx != r, 0, x[r])``, is lowered to the
+  gather ``x[idx]`` (codegen/lower_reduce.py): it counts no flops and reads one row per result.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from caten_lab.air.symbolic import evaluate
+from caten_lab.air.value import Value
 
 FLOP_OPS = frozenset({"add", "mul", "idiv", "mod", "max", "neg", "recip", "exp2", "log2", "sin", "sqrt"})
 
@@ -39,6 +42,35 @@ def _footprint(node: Any, sym: Mapping[str, int]) -> int:
     return math.prod(_dim(d, sym) for d, s in zip(node.shape, strides) if not (type(s) is int and s == 0))
 
 
+def _source(g: Any, read: Any) -> Any:
+    """The node behind ``read``, looking through views and casts (None for a literal)."""
+    n = g.producer_of(read) if isinstance(read, Value) else None
+    while n is not None and n.op in ("view", "cast") and n.reads and isinstance(n.reads[0], Value):
+        n = g.producer_of(n.reads[0])
+    return n
+
+
+def _onehot_table(g: Any, reduce: Any) -> Any:
+    """The table a one-hot ``reduce`` gathers from (its ``allocate``), or None if it is not one."""
+    if getattr(reduce.attrs, "op", None) != "add" or not reduce.reads:
+        return None
+    w = _source(g, reduce.reads[0])
+    if w is None or w.op != "where" or len(w.reads) != 3:
+        return None
+    cond = _source(g, w.reads[0])
+    negated = cond is not None and cond.op == "not"
+    if negated:
+        cond = _source(g, cond.reads[0])
+    if (
+        cond is None
+        or cond.op != "ne"
+        or not any((s := _source(g, r)) is not None and s.op == "index" for r in cond.reads)
+    ):
+        return None
+    table = _source(g, w.reads[1] if negated else w.reads[2])
+    return table if table is not None and table.op == "allocate" else None
+
+
 def kernel_cost(kernel: Any, buffers: Mapping[str, Any], sym: Mapping[str, int]) -> tuple[int, int]:
     """``(bytes, flops)`` of one call of ``kernel`` (a :class:`~caten_lab.passes.schedule.Kernel`)
     whose buffers are ``buffers`` (``Schedule.buffers``) under the symbol binding ``sym``."""
@@ -47,10 +79,14 @@ def kernel_cost(kernel: Any, buffers: Mapping[str, Any], sym: Mapping[str, int])
     read_bytes = 0
     written = 0
     outputs = set(kernel.outputs)
+    gathered: dict[int, int] = {}  # allocate node id -> elements a one-hot gather reads of it
+    for n in g:
+        if n.op == "reduce" and (table := _onehot_table(g, n)) is not None:
+            gathered[table.id] = gathered.get(table.id, 0) + _numel(n.shape, sym)
     for n in g:
         if n.op in FLOP_OPS:
             flops += _numel(n.shape, sym)
-        elif n.op == "reduce":
+        elif n.op == "reduce" and _onehot_table(g, n) is None:
             src = g.producer_of(n.reads[0]) if n.reads else None
             flops += _numel(src.shape if src is not None else n.shape, sym)
         elif n.op == "store" and len(n.reads) > 1:
@@ -60,7 +96,7 @@ def kernel_cost(kernel: Any, buffers: Mapping[str, Any], sym: Mapping[str, int])
             name = getattr(n.attrs, "name", None)
             size = _numel(n.shape, sym)
             users = g.users_of(n.out)
-            reach = max((_footprint(u, sym) for u in users), default=size)
+            reach = gathered.get(n.id) or max((_footprint(u, sym) for u in users), default=size)
             if name not in outputs:
                 read_bytes += min(size, reach) * n.dtype.itemsize
     if not written:

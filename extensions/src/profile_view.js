@@ -7,6 +7,9 @@ import { h } from "./dom.js";
 const SVG = "http://www.w3.org/2000/svg";
 const STYLE = `
 .ci-pf-section{margin:10px 0 4px;font-weight:600}
+.ci-pf-top{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
+.ci-pf-col{flex:0 1 auto;min-width:0}
+.ci-pf-machine{max-width:560px}
 .ci-pf-timeline td.ci-pf-num,.ci-pf-kernels td.ci-pf-num{text-align:right;font-variant-numeric:tabular-nums}
 .ci-pf-timeline tr.ci-pf-cached td{color:#9ca3af}
 .ci-pf-timeline tr.ci-pf-total td{font-weight:600;border-top:1px solid #d1d5db}
@@ -200,13 +203,38 @@ function kernelTable(ctx, run) {
   return tbl;
 }
 
-/** Fill the Profile pane. ctx: {pane, data, model, fmtTime, fmtBytes, showTab, setPass, gotoNode}. */
+/** Fill the Profile pane. ctx: {pane, data, model, fmtTime, fmtBytes, showTab, setPass, gotoNode}.
+ * Top: the cell's timeline beside the roofline; then the per-kernel run profile; then the passes. */
 export function buildProfilePane(ctx) {
   const { pane, data, model } = ctx;
   pane.append(h("style", { text: STYLE }));
   const cp = data.cell_profile;
+  const top = h("div", { class: "ci-pf-top" });
+  pane.append(top);
   if (cp && cp.timeline) {
-    pane.append(h("div", { class: "ci-pf-section", text: "Where the cell's time went" }), timelineBox(ctx, cp.timeline));
+    top.append(h("div", { class: "ci-pf-col" }, h("div", { class: "ci-pf-section", text: "Where the cell's time went" }), timelineBox(ctx, cp.timeline)));
+  }
+  const run = cp && cp.run;
+  const right = h("div", { class: "ci-pf-col" }, h("div", { class: "ci-pf-section", text: "Run profile per kernel: roofline" }));
+  top.append(right);
+  if (!run || !run.profiled) {
+    right.append(h("div", { class: "ci-dim ci-pf-note", text: (cp && cp.note) || "run with %%caten --profile for the per-kernel run profile and the roofline" }));
+  } else {
+    const m = run.machine;
+    const tbl = kernelTable(ctx, run); // sets each point's share of the run (the chart's marker size)
+    const chart = rooflineChart(ctx, run);
+    right.append(
+      chart,
+      h("div", { class: "ci-dim ci-pf-machine", text: m ? `${m.cpu} · ${m.threads} thread(s) · memory bandwidth ${fmtNum(m.bandwidth, "B/s")} · peak ${fmtNum(m.peak_flops, "FLOP/s")} (float32 multiply-add), measured once on this machine · ridge ${run.ridge.toFixed(2)} FLOP/B · click a point for its kernel` : cp.note || "no machine ceilings" })
+    );
+    pane.append(h("div", { class: "ci-pf-section", text: "Kernels of the profiled run" }), tbl);
+    const mark = () => {
+      const cur = model.get("kernel");
+      for (const c of chart.querySelectorAll(".ci-roof-point")) c.classList.toggle("current", c.getAttribute("data-function") === cur);
+      for (const r of tbl.querySelectorAll(".ci-pf-krow")) r.classList.toggle("current", run.points.some((p) => p.kernel === r.getAttribute("data-kernel") && p.function === cur));
+    };
+    mark();
+    model.on("change:kernel", mark);
   }
   const prof = data.profile || {};
   const img = h("img", { class: "ci-profile-img", alt: "time per pass (matplotlib)" });
@@ -218,22 +246,4 @@ export function buildProfilePane(ctx) {
   setImg();
   model.on("change:profile_png", setImg);
   pane.append(h("div", { class: "ci-pf-section", text: "Passes" }), img, ...passTable(ctx));
-  const run = cp && cp.run;
-  pane.append(h("div", { class: "ci-pf-section", text: "Run profile per kernel and roofline" }));
-  if (!run || !run.profiled) {
-    pane.append(h("div", { class: "ci-dim ci-pf-note", text: (cp && cp.note) || "run with %%caten --profile for the per-kernel run profile and the roofline" }));
-    return;
-  }
-  const m = run.machine;
-  pane.append(h("div", { class: "ci-dim", text: m ? `${m.cpu} · ${m.threads} thread(s) · measured memory bandwidth ${fmtNum(m.bandwidth, "B/s")} · peak ${fmtNum(m.peak_flops, "FLOP/s")} (float32 multiply-add) · ridge ${run.ridge.toFixed(2)} FLOP/B` : (cp.note || "no machine ceilings") }));
-  const tbl = kernelTable(ctx, run); // sets each point's share of the run (the chart's marker size)
-  const chart = rooflineChart(ctx, run);
-  pane.append(chart, tbl);
-  const mark = () => {
-    const cur = model.get("kernel");
-    for (const c of chart.querySelectorAll(".ci-roof-point")) c.classList.toggle("current", c.getAttribute("data-function") === cur);
-    for (const r of tbl.querySelectorAll(".ci-pf-krow")) r.classList.toggle("current", run.points.some((p) => p.kernel === r.getAttribute("data-kernel") && p.function === cur));
-  };
-  mark();
-  model.on("change:kernel", mark);
 }

@@ -176,3 +176,34 @@ def test_payload_carries_the_cell_profile(matmul):
     unprofiled = trace_payload(prog.trace, program=prog)["cell_profile"]
     assert not unprofiled["run"]["profiled"] and "--profile" in unprofiled["note"]
     assert profile_payload.MAX_CLOCK_GAP_S > 0
+
+
+def test_one_hot_embedding_counts_one_row_read_per_token():
+    from caten_lab.nn.functional import embedding
+
+    vocab, dim, seq = 300, 16, 5
+    w = Tensor.from_numpy(np.ones((vocab, dim), np.float32), name="w")
+    ids = Tensor.from_numpy(np.arange(seq, dtype=np.int64).reshape(1, seq), name="ids")
+    g, arrays = build_graph([embedding(ids, w) * 2.0])
+    prog = compile_program(g, trace=True)
+    costs = prog.kernel_costs({})
+    assert sum(f for _, f in costs) == seq * dim  # the * 2.0; the gather itself is no arithmetic
+    # ids read, one row of the table per token, the result written: never the whole 300-row table
+    assert sum(b for b, _ in costs) == 8 * seq + 4 * seq * dim + 4 * seq * dim
+
+
+def test_roofline_png_for_a_notebook(matmul):
+    import base64
+
+    from caten_lab.notebook.profile_chart import roofline_png
+
+    prog, arrays = matmul
+    png = roofline_png(prog.profile(arrays, repeat=3), {"bandwidth": 20e9, "peak_flops": 200e9})
+    assert base64.b64decode(png)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (
+        roofline_png(
+            [{"kernel": "copy", "seconds": 1e-6, "bytes": 64, "flops": 0}],
+            {"bandwidth": 1e9, "peak_flops": 1e9},
+        )
+        is None
+    )
