@@ -85,7 +85,11 @@ def timeline(
     source = "request"
     if start is not None and not (0.0 <= now - start <= MAX_CLOCK_GAP_S):
         start = None
-    compiled_here = cs is not None and ce is not None and (start is None or cs >= start)
+    # with the request's date: compiled in this cell if the compile began after it; without one, if no
+    # payload has shown this compile yet (a program from the %%caten cache has been shown before)
+    compiled_here = (
+        cs is not None and ce is not None and (cs >= start if start is not None else "shown" not in tm)
+    )
     if start is None:
         source = "compile" if compiled_here else "run"
         start = float(cs) if compiled_here else now - float(run_s or 0.0)
@@ -160,6 +164,9 @@ def cell_profile(
         note.append("run with %%caten --profile for the per-kernel run profile and the roofline")
     run_s = (result or {}).get("run_s") if isinstance(result, dict) else None
     tl = timeline(trace, program, None if run_s is None else float(run_s), time.time(), start, extra)
+    timings = getattr(program, "timings", None)
+    if isinstance(timings, dict) and tl["compiled_here"]:
+        timings["shown"] = tl["end"]
     run = roofline(profile or [], machine)
     run["machine"] = (
         {k: machine.get(k) for k in ("cpu", "toolchain", "threads", "bandwidth", "peak_flops", "cached")}

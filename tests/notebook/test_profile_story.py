@@ -144,6 +144,7 @@ def test_timeline_of_a_program_compiled_earlier(matmul):
 
 def test_timeline_without_a_request_starts_at_the_compile(matmul):
     prog, _ = matmul
+    prog.timings.pop("shown", None)  # as if no payload had shown this compile yet
     tl = timeline(prog.trace, prog, None, time.time(), None)
     assert tl["start_source"] == "compile" and tl["start"] == prog.timings["compile_start"]
     _check_rows(tl)
@@ -207,3 +208,34 @@ def test_roofline_png_for_a_notebook(matmul):
         )
         is None
     )
+
+
+MAGIC_CELL = """%%caten --profile --force
+import numpy as np
+from caten_lab.frontend import Tensor
+x = Tensor.from_numpy(np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6), name="x")
+w = Tensor.from_numpy(np.linspace(0, 1, 18, dtype=np.float32).reshape(6, 3), name="w")
+((x @ w).relu() * 2.0).sum(axis=1)
+"""
+
+
+def test_a_profiled_cell_carries_its_timeline_and_one_point_per_kernel():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "caten_lab")
+    r = ip.run_cell(MAGIC_CELL)
+    assert r.error_in_exec is None, r.error_in_exec
+    res = ip.user_ns["_caten"]
+    cp = json.loads(res.inspector.data_json)["cell_profile"]
+    phases = _check_rows(cp["timeline"])
+    assert {"tracing", "pass", "compile", "cc", "load", "run", "profile", "python"} <= phases
+    points = cp["run"]["points"]
+    assert sorted(p["kernel"] for p in points) == sorted(k.name for k in res.program.schedule.kernels)
+    assert sum(p["flops"] for p in points) == 2 * 4 * 3 * 6 + 4 * 3 * 2 + 4 * 3  # matmul, relu+scale, sum
+    # a second run of the same cell takes the program from the %%caten cache: its passes are cached rows
+    r = ip.run_cell(MAGIC_CELL.replace(" --force", ""))
+    assert r.error_in_exec is None, r.error_in_exec
+    cp2 = json.loads(ip.user_ns["_caten"].inspector.data_json)["cell_profile"]
+    assert "tracing" not in _check_rows(cp2["timeline"]) and not cp2["timeline"]["compiled_here"]
+    assert all(r["cached"] and r["seconds"] == 0 for r in cp2["timeline"]["rows"] if r["phase"] == "pass")
