@@ -125,6 +125,12 @@ class Inspector(anywidget.AnyWidget):
         bundle = super()._repr_mimebundle_()
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
         if data:
+            if report is not None:  # where widgets cannot render (GitHub, nbconvert) this text stands in
+                data = {
+                    **data,
+                    "text/plain": f"caten_lab Inspector ({self._title or 'compile'}): "
+                    "the interactive view needs a running kernel; the static report is above",
+                }
             display(data, metadata=metadata or None, raw=True)
 
     def _fallback_report(self) -> str | None:

@@ -124,5 +124,5 @@ def test_saved_notebook_reopens_with_the_static_report(tmp_path):
         page.wait_for_selector(".caten-static-fallback", state="visible", timeout=30_000)
         text = _visible_text(page)
         assert "caten_lab" in text and "simplify" in text
-        assert "Inspector object" not in text  # the widget's text/plain stand-in is hidden
+        assert "needs a running kernel" not in text  # the widget's text/plain stand-in is hidden
         browser.close()

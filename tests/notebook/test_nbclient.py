@@ -85,7 +85,7 @@ def test_caten_cell_output_has_static_report_then_widget(tmp_path, monkeypatch):
         if state:
             assert "application/vnd.jupyter.widget-view+json" in widget_out
         else:
-            assert "&lt;caten_lab.notebook.inspector.Inspector object" in widget_out
+            assert "caten_lab Inspector (" in widget_out and "needs a running kernel" in widget_out
 
 
 def test_cell_names_and_lines_are_the_editors(tmp_path, monkeypatch):
