@@ -5,6 +5,8 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 class CatenError(Exception):
@@ -61,9 +63,9 @@ def where(filename: str, lineno: int, *, basename: bool = False) -> str:
 
 def notebook_cell_name(filename: str) -> str | None:
     """``In[n]`` for code compiled from notebook cell ``n`` (None: not a cell, or no IPython running)."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
-    format_name = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    if filename in _on_disk:  # a file (a script, a module): never a cell
+        return None
+    format_name = _cell_namer()
     if format_name is None:
         return None
     try:
@@ -71,9 +73,30 @@ def notebook_cell_name(filename: str) -> str | None:
     except Exception:  # a foreign compiler object: no cell names
         return None
     if not label:
+        if os.path.isfile(filename):  # cells have names only (their source lives in linecache)
+            _on_disk.add(filename)
         return None
     name = str(label[1])
     lines = linecache.cache.get(filename)
     if lines is not None and linecache.cache.get(name) is not lines:
         linecache.cache[name] = lines  # the cell's lines under the name shown
     return name
+
+
+_on_disk: set[str] = set()
+_namer: list = []  # the running IPython shell's code namer, once found (a kernel has one shell for life)
+
+
+def _cell_namer() -> Callable[[str], Any] | None:
+    """IPython's ``compile.format_code_name`` (None without a running shell). Looking the shell up
+    costs microseconds (``user_source`` runs for every op), so a found one is kept."""
+    if _namer:
+        return _namer[0]
+    module = sys.modules.get("IPython.core.interactiveshell")  # never imported here: only read if loaded
+    shells = getattr(module, "InteractiveShell", None)
+    if shells is None or not shells.initialized():
+        return None
+    namer = getattr(getattr(shells.instance(), "compile", None), "format_code_name", None)
+    if namer is not None:
+        _namer.append(namer)
+    return namer
