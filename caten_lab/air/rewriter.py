@@ -22,7 +22,6 @@ With ``record=None`` nothing is recorded and no extra work is done.
 from __future__ import annotations
 
 import inspect
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from caten_lab.air.node import Node, Read
 from caten_lab.air.ops import OPS
 from caten_lab.air.value import Value, as_value
 from caten_lab.errors import AirError
+from caten_lab.errors import where as user_where
 
 
 class Pat:
@@ -103,7 +103,7 @@ class Rule:
             try:
                 src = inspect.getsourcefile(self.build) or "?"
                 line = inspect.getsourcelines(self.build)[1]
-                self.location = f"{os.path.basename(src)}:{line}"
+                self.location = user_where(src, line, basename=True)
             except (OSError, TypeError):
                 self.location = "?"
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from caten_lab.codegen.kir import BODIES, For, Function, Program, Stmt, While
+from caten_lab.errors import where as user_where
 
 Path = tuple[tuple[str, int], ...]  # (field, index) steps to a statement; () is the function body
 
@@ -61,7 +62,7 @@ Rule = Callable[[tuple[Stmt, ...], int, RuleContext], "tuple[int, Sequence[Stmt]
 
 def _location(fn: Callable) -> str:
     code = getattr(fn, "__code__", None)
-    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+    return user_where(code.co_filename, code.co_firstlineno) if code is not None else ""
 
 
 def apply_rules(program: Program, rules: Sequence[tuple[str, Rule]], options: dict[str, Any] | None = None,

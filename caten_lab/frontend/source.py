@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+from caten_lab.errors import where
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _inside: dict[str, bool] = {}
 
@@ -22,11 +24,12 @@ def _is_internal(filename: str) -> bool:
 
 
 def user_source() -> str | None:
-    """``file:line`` of the innermost caller frame that is not caten_lab code (None if there is none)."""
+    """``file:line`` of the innermost caller frame that is not caten_lab code (None if there is none);
+    a notebook cell is ``In[n]:line`` (:func:`caten_lab.errors.where`)."""
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if not _is_internal(code.co_filename):
-            return f"{code.co_filename}:{frame.f_lineno}"
+            return where(code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return None

@@ -66,7 +66,11 @@ class Inspector(anywidget.AnyWidget):
         **kwargs: Any,
     ) -> None:
         if payload is None:
-            payload = build_payload(source, result=result, title=title, profile=profile) if source is not None else {}
+            payload = (
+                build_payload(source, result=result, title=title, profile=profile)
+                if source is not None
+                else {}
+            )
         wanted = list(panes) if panes else list(ALL_PANES)
         bad = [p for p in wanted if p not in ALL_PANES]
         if bad:
@@ -78,7 +82,9 @@ class Inspector(anywidget.AnyWidget):
         self.on_msg(self._on_front_end_msg)
         if payload.get("passes"):
             # the first pass that changed the graph (codegen passes, which change the kernel program, come later)
-            first_changed = next((i for i, p in enumerate(payload["passes"]) if p["changed"] and not p.get("kir")), 0)
+            first_changed = next(
+                (i for i, p in enumerate(payload["passes"]) if p["changed"] and not p.get("kir")), 0
+            )
             self.pass_index = first_changed
 
     @traitlets.validate("view")
@@ -96,14 +102,47 @@ class Inspector(anywidget.AnyWidget):
         """The widget, plus a static HTML report for front-ends without widgets (nbconvert, GitHub)."""
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle  # anywidget returns (data, metadata)
-        if isinstance(data, dict) and self._source is not None:
-            from caten_lab.notebook.static_html import show
-
-            with contextlib.suppress(Exception):  # a fallback must never break displaying the widget
-                data["text/html"] = show(
-                    self._source, title=self._title, max_nodes=FALLBACK_MAX_NODES, graphs="last", chart=False
-                ).html
+        report = self._fallback_report()
+        if isinstance(data, dict) and report is not None:
+            data["text/html"] = report
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """Two outputs: the static report, then the widget. JupyterLab renders a widget output with the
+        widget renderer whatever else its bundle holds, so a reopened notebook (no widget model) would show
+        "Error displaying widget: model not found"; the report as its own output stays readable there, and
+        CSS hides whichever of the two is not the one that rendered (static_html.fallback_html)."""
+        from IPython.display import display
+
+        from caten_lab.notebook.static_html import fallback_html
+
+        report = self._fallback_report()
+        if report is not None:
+            display(
+                {"text/html": fallback_html(report), "text/plain": f"<caten_lab report: {self._title}>"},
+                raw=True,
+            )
+        bundle = super()._repr_mimebundle_()
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        if data:
+            if report is not None:  # where widgets cannot render (GitHub, nbconvert) this text stands in
+                data = {
+                    **data,
+                    "text/plain": f"caten_lab Inspector ({self._title or 'compile'}): "
+                    "the interactive view needs a running kernel; the static report is above",
+                }
+            display(data, metadata=metadata or None, raw=True)
+
+    def _fallback_report(self) -> str | None:
+        if self._source is None:
+            return None
+        from caten_lab.notebook.static_html import show
+
+        with contextlib.suppress(Exception):  # a fallback must never break displaying the widget
+            return show(
+                self._source, title=self._title, max_nodes=FALLBACK_MAX_NODES, graphs="last", chart=False
+            ).html
+        return None
 
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "need_profile_png":
@@ -155,11 +194,14 @@ class Inspector(anywidget.AnyWidget):
         if name not in names:
             raise CatenError(
                 f"show_kernel: no function {name!r} in the kernel programs of this trace",
-                hint=f"functions: {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}" if names
+                hint=f"functions: {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}"
+                if names
                 else "no pass of this trace ran on a kernel program (codegen passes record ctx.artifacts['kernel_ir'])",
             )
         if isinstance(line, bool) or not isinstance(line, int) or (line < 1 and line != -1):
-            raise CatenError(f"show_kernel: line must be a listing line number >= 1 (or -1: none), not {line!r}")
+            raise CatenError(
+                f"show_kernel: line must be a listing line number >= 1 (or -1: none), not {line!r}"
+            )
         self.kernel = name
         self.kernel_line = int(line)
         return self

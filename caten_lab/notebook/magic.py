@@ -27,9 +27,9 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from caten_lab.air.graph import Graph
-from caten_lab.errors import CatenError
+from caten_lab.errors import CatenError, notebook_cell_name
 from caten_lab.notebook import compile_bridge
-from caten_lab.notebook.summary import result_summary
+from caten_lab.notebook.summary import output_names, result_summary
 from caten_lab.version import __version__
 
 PANES = ("graph", "profile", "c", "result")
@@ -83,7 +83,7 @@ class CatenMagics(Magics):
         super().__init__(shell)
         self._cache: dict[str, Any] = {}
 
-    @magic_arguments()
+    @magic_arguments("%caten")  # the usage line says %%caten: IPython prefixes one % to this name
     @argument(
         "-o",
         "--out",
@@ -142,7 +142,9 @@ class CatenMagics(Magics):
             return None
         from caten_lab.notebook.inspector import Inspector
 
-        insp = Inspector(result, result=_result_block(result, args), panes=panes, title=title, profile=result.profile)
+        insp = Inspector(
+            result, result=_result_block(result, args), panes=panes, title=title, profile=result.profile
+        )
         result.inspector = insp
         display(insp)
         return None
@@ -150,7 +152,7 @@ class CatenMagics(Magics):
     # ---- steps ---------------------------------------------------------------------------
     def _run(self, args: Any, line: str, cell: str, symbols: dict[str, int]) -> CatenResult:
         ns = self.shell.user_ns
-        filename = f"<caten-cell-{next(_cell_ids)}>"
+        filename, cell = _cell_source(self.shell, line, cell)  # from here on `cell` is the editor's text
         value = _exec_cell(cell, filename, ns, args.out, debug=args.debug)
         if hasattr(value, "records") and hasattr(value, "graph_at"):  # a PassTrace: show only
             return CatenResult(None, {}, None, value, options=vars(args))
@@ -160,7 +162,7 @@ class CatenMagics(Magics):
             return CatenResult(None, {}, value, value.trace, options=vars(args))
         graph, inputs = _to_graph(value, ns, args.inputs)
         pipeline = self._pipeline(args, ns)
-        key = _cache_key(cell, line, graph)
+        key = _cache_key(cell.partition("\n")[2], line, graph)
         cached = key in self._cache and not args.force
         if cached:
             program = self._cache[key]
@@ -178,8 +180,10 @@ class CatenMagics(Magics):
             res.outputs, res.run_s = _execute(program, inputs, symbols, filename, cell, args.debug)
         if args.profile:
             if args.no_run or getattr(program, "backend", None) != "c" or not hasattr(program, "profile"):
-                raise UsageError("--profile times the compiled kernels: it needs the C backend and a run "
-                                 "(drop --no-run / --backend numpy)")
+                raise UsageError(
+                    "--profile times the compiled kernels: it needs the C backend and a run "
+                    "(drop --no-run / --backend numpy)"
+                )
             res.profile = _execute_profile(program, inputs, symbols, filename, cell, args.debug)
         return res
 
@@ -278,31 +282,68 @@ def _check_symbol_names(symbols: dict[str, int], known: Any) -> None:
         raise UsageError(f"--symbols: unknown symbol(s) {', '.join(unknown)}; the program's symbols: {have}")
 
 
+def _cell_source(shell: Any, line: str, body: str) -> tuple[str, str]:
+    """(the file name the cell runs under, the cell as the editor shows it: the ``%%caten`` line is line 1).
+
+    The name comes from IPython's compiler, as for any cell: tracebacks then say ``Cell In[3], line 5``
+    and :func:`caten_lab.errors.where` names node sources, rules and errors ``In[3]:5``.
+    """
+    text = f"%%caten {line.strip()}".rstrip() + "\n" + body
+    compiler = getattr(shell, "compile", None)
+    number = _running_cell_number()
+    if hasattr(compiler, "cache") and number is not None:
+        return compiler.cache(text, number), text
+    filename = f"<caten-cell-{next(_cell_ids)}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    return filename, text
+
+
+def _running_cell_number() -> int | None:
+    """n of the ``In[n]`` running this magic: the innermost caller frame that is a notebook cell (the
+    shell's ``execution_count`` may already be the next cell's: ipykernel counts up before running)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = notebook_cell_name(frame.f_code.co_filename)
+        if name is not None and name.startswith("In[") and name[3:-1].isdigit():
+            return int(name[3:-1])
+        frame = frame.f_back
+    return None
+
+
+def _cell_name(filename: str) -> str:
+    return notebook_cell_name(filename) or filename
+
+
 def _cell_line_text(cell: str, lineno: int) -> str:
     lines = cell.splitlines()
     return lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
 
 
+def _at_line(filename: str, cell: str, lineno: int) -> str:
+    """``In[3], line 5: <text>``: the editor's line of the cell, named as IPython's tracebacks name it."""
+    return f"{_cell_name(filename)}, line {lineno}: {_cell_line_text(cell, lineno)}"
+
+
 def _where_in_cell(where: str | None, filename: str, cell: str) -> str | None:
-    """``<caten-cell-3>:2`` -> ``cell line 3: <text>`` (the %%caten line is line 1 of the cell)."""
+    """``In[3]:5`` (or the cell's file name and line) -> ``In[3], line 5: <text>``; other places unchanged."""
     if not where:
         return None
     path, _, ln = where.rpartition(":")
-    if path == filename and ln.isdigit():
-        n = int(ln)
-        return f"cell line {n + 1}: {_cell_line_text(cell, n)}"
+    if path in (filename, _cell_name(filename)) and ln.isdigit():
+        return _at_line(filename, cell, int(ln))
     return where
 
 
 def _exec_cell(cell: str, filename: str, ns: dict[str, Any], out: str | None, *, debug: bool) -> Any:
-    """Run the cell; return its last expression's value (also bound to ``out``) or ``ns[out]``."""
-    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+    """Run the cell (its line 1 is the ``%%caten`` line); return its last expression's value (also bound
+    to ``out``) or ``ns[out]``."""
+    body = "\n" + cell.partition("\n")[2]  # line numbers stay the editor's: line 1 is the magic's line
     try:
-        tree = ast.parse(cell, filename=filename)
+        tree = ast.parse(body, filename=filename)
     except SyntaxError as exc:
         raise CatenCellError(
             [
-                f"caten: syntax error at cell line {(exc.lineno or 0) + 1}: {exc.msg}",
+                f"caten: syntax error at {_cell_name(filename)}, line {exc.lineno or 0}: {exc.msg}",
                 f"  {(exc.text or '').rstrip()}",
             ]
         ) from exc
@@ -338,7 +379,7 @@ def _user_error(exc: BaseException, filename: str, cell: str) -> CatenCellError:
     where = getattr(exc, "where", None)
     loc = _where_in_cell(where, filename, cell) if where else None
     if loc is None and lineno is not None:
-        loc = f"cell line {lineno + 1}: {_cell_line_text(cell, lineno)}"
+        loc = _at_line(filename, cell, lineno)
     msg = exc.message if isinstance(exc, CatenError) else str(exc)
     lines = [f"caten: {type(exc).__name__} in the cell" + (f" at {loc}" if loc else ""), f"  {msg}"]
     hint = getattr(exc, "hint", None)
@@ -486,7 +527,12 @@ def _execute(
 
 
 def _execute_profile(
-    program: Any, inputs: dict[str, np.ndarray], symbols: dict[str, int], filename: str, cell: str, debug: bool
+    program: Any,
+    inputs: dict[str, np.ndarray],
+    symbols: dict[str, int],
+    filename: str,
+    cell: str,
+    debug: bool,
 ) -> list[dict]:
     """``program.profile`` once (rows: kernel, function, calls, seconds, share), errors as in a run."""
     rows: list[dict] = []
@@ -502,7 +548,7 @@ def _execute_profile(
 def _result_block(res: CatenResult, args: Any) -> dict[str, Any] | None:
     if res.outputs is None:
         return None
-    names = [str(o) for o in res.graph.outputs] if res.graph is not None else []
+    names = output_names(res.graph, len(res.outputs))
     mismatch = None
     note = f"backend {getattr(res.program, 'backend', '?')}"
     if args.check and res.graph is not None:

@@ -165,11 +165,12 @@ def show(
         parts.append(_c_html(c_source, getattr(program, "kernel_lines", None) or {}, program))
     outputs = getattr(obj, "outputs", None)
     if outputs is not None:
-        from caten_lab.notebook.summary import summarize_array
+        from caten_lab.notebook.summary import output_names, summarize_array
 
+        names = output_names(getattr(obj, "graph", None), len(outputs))  # the names the Inspector shows
         parts.append("<h4>Outputs</h4><table>")
-        for i, o in enumerate(outputs):
-            s = summarize_array(f"out{i}", o)
+        for name, o in zip(names, outputs):
+            s = summarize_array(name, o)
             parts.append(
                 f"<tr><td><code>{esc(s['name'])}</code></td><td>{esc(s['shape'])}</td><td>{esc(s['dtype'])}</td>"
                 f"<td><code>{esc(s['head'])}</code></td></tr>"
@@ -214,10 +215,15 @@ def _kernel_html(rec: Any) -> str:
     after = rec.kernel_after if rec.kernel_after is not None else rec.kernel_before
     changed = [f for f in after.functions if before.get(f.name) != f]
     n_rw = len(getattr(rec, "kernel_rewrites", []) or [])
-    out = [f"<p>kernel IR: {len(changed)} of {len(after.functions)} functions changed, {n_rw} kernel-IR rewrites"
-           + (f" (the first {MAX_KERNEL_FUNCTIONS} shown)" if len(changed) > MAX_KERNEL_FUNCTIONS else "") + "</p>"]
+    out = [
+        f"<p>kernel IR: {len(changed)} of {len(after.functions)} functions changed, {n_rw} kernel-IR rewrites"
+        + (f" (the first {MAX_KERNEL_FUNCTIONS} shown)" if len(changed) > MAX_KERNEL_FUNCTIONS else "")
+        + "</p>"
+    ]
     for f in changed[:MAX_KERNEL_FUNCTIONS]:
-        out.append(f"<pre style='max-height:300px;overflow:auto;background:#f9fafb'>{html.escape(after.text(f.name))}</pre>")
+        out.append(
+            f"<pre style='max-height:300px;overflow:auto;background:#f9fafb'>{html.escape(after.text(f.name))}</pre>"
+        )
     return "".join(out)
 
 
@@ -264,3 +270,25 @@ def _c_html(c_source: str, kernel_lines: dict[str, Any], program: Any) -> str:
         f"{style}<div class='caten-c' style='font-family:monospace;font-size:12px;max-height:500px;overflow:auto'>"
         f"{''.join(rows)}</div></details>"
     )
+
+
+# The saved-notebook fallback: the static report is its own output, just before the widget's. Where the
+# widget renders (a live kernel, or widget state saved in the notebook) the report hides; where it cannot
+# (a reopened notebook: "model not found"; nbconvert HTML, which shows the widget's text/plain) the widget's
+# output hides and the report stays. Both rules are plain CSS over JupyterLab's (and nbconvert's lab
+# template's) output markup, so they work without a kernel and in untrusted views that keep styles.
+FALLBACK_CLASS = "caten-static-fallback"
+LIVE_CLASS = "caten-inspector"  # the root element the Inspector's front-end draws
+_FALLBACK_CSS = (
+    f".jp-OutputArea-child:has(.{FALLBACK_CLASS}):has(+ .jp-OutputArea-child .{LIVE_CLASS}){{display:none}}"
+    f".jp-OutputArea-child:has(.{FALLBACK_CLASS}) + .jp-OutputArea-child:not(:has(.{LIVE_CLASS})){{display:none}}"
+)
+
+
+def fallback_html(report_html: str) -> str:
+    """The report as the output shown in place of the Inspector widget when the widget cannot render."""
+    note = (
+        "<p style='color:#6b7280;margin:2px 0'>static report (the interactive Inspector needs the "
+        "running kernel: re-run this cell)</p>"
+    )
+    return f"<div class='{FALLBACK_CLASS}'><style>{_FALLBACK_CSS}</style>{note}{report_html}</div>"

@@ -30,6 +30,21 @@ def _g(x: float) -> str:
     return f"{float(x):.6g}"
 
 
+def output_names(graph: Any, count: int) -> list[str]:
+    """The names the Inspector shows for a graph's first ``count`` outputs: the value's own name when it
+    has one (a named buffer, ``name=...``), else its value id (``v24``); ``out<i>`` only without a graph."""
+    outs = list(getattr(graph, "outputs", None) or []) if graph is not None else []
+    names = []
+    for i in range(count):
+        if i >= len(outs):
+            names.append(f"out{i}")
+            continue
+        node = graph.producer_of(outs[i]) if hasattr(graph, "producer_of") else None
+        own = getattr(getattr(node, "attrs", None), "name", None)  # attribute objects have slots, not keys
+        names.append(str(own) if isinstance(own, str) and own else str(outs[i]))
+    return names
+
+
 def result_summary(
     outputs: Sequence[Any],
     names: Sequence[str] | None = None,

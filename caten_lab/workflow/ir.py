@@ -11,6 +11,7 @@ from __future__ import annotations
 import linecache
 from dataclasses import dataclass, field
 
+from caten_lab.errors import where as user_where
 from caten_lab.workflow.types import ArrayType, LocalType, ScalarType
 
 # ----------------------------------------------------------------------------------------- expressions
@@ -276,7 +277,7 @@ INFER = "infer"
 def source_where(file: str, line: int) -> str:
     """``file:line: <source text>`` so an error shows exactly which user line is at fault."""
     text = linecache.getline(file, line).strip() if line else ""
-    loc = f"{file}:{line}"
+    loc = user_where(file, line)
     return f"{loc}: {text}" if text else loc
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from caten_lab.errors import CatenError
+from caten_lab.errors import where as user_where
 from caten_lab.workflow import ir
 from caten_lab.workflow.types import LOCAL_MAX_BYTES, ArrayType, Local, LocalType, ScalarType
 
@@ -142,13 +143,13 @@ def source_of(fn: Callable) -> tuple[ast.FunctionDef, str, int]:
     except (OSError, TypeError) as e:
         raise CatenError(
             f"cannot read the source of {fn.__qualname__} for @action",
-            where=f"{file}:{first}",
+            where=user_where(file, first),
             hint="define actions in a file or a notebook cell (not via exec of a string)",
         ) from e
     tree = ast.parse(textwrap.dedent("".join(lines)))
     node = tree.body[0]
     if not isinstance(node, ast.FunctionDef):
-        raise CatenError("@action applies to plain `def` functions", where=f"{file}:{start}")
+        raise CatenError("@action applies to plain `def` functions", where=user_where(file, start))
     return node, file, start - 1
 
 

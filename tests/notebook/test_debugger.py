@@ -180,7 +180,47 @@ def test_debugger_steps_over_codegen_passes_and_records_their_kernel_programs():
     dbg.run_to("unroll")
     rec = dbg.records[-1]
     assert rec.name == "unroll" and rec.kernel_rewrites and rec.changed  # finished in one step
-    assert rec.kernel_before is dbg.records[-2].kernel_after and rec.kernel_after is dbg.ctx.artifacts["kernel_ir"]
+    assert (
+        rec.kernel_before is dbg.records[-2].kernel_after
+        and rec.kernel_after is dbg.ctx.artifacts["kernel_ir"]
+    )
     assert "unroll(" in rec.kernel_after.text() and "unroll(" not in rec.kernel_before.text()
     dbg.run_all()
     assert not dbg.records[-2].changed and dbg.records[-2].name == "memory_plan"
+
+
+def _readme_snippet(first_line: str) -> str:
+    """The README's ```python block that starts with ``first_line``."""
+    from .lab_server import REPO
+
+    text = (REPO / "README.md").read_text()
+    for block in text.split("```python\n")[1:]:
+        code = block.split("```", 1)[0]
+        if code.startswith(first_line):
+            return code
+    raise AssertionError(f"no README snippet starts with {first_line!r}")
+
+
+def test_readme_pass_debugger_snippet_runs_as_written():
+    """The README's 'Debugging from code' block, exactly as printed, on a real graph and pipeline."""
+    from caten_lab.frontend import Tensor, build_graph
+    from caten_lab.notebook.compile_bridge import default_pipeline
+    from caten_lab.passes import graph_pass
+
+    code = _readme_snippet("from caten_lab.notebook.debugger import PassDebugger")
+    x = Tensor.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3), name="x")
+    graph, arrays = build_graph([(x * 1.0 + 0.0).exp().sum(axis=1)])
+    ran = []
+
+    @graph_pass("my_cse", "the user's cse: records that it ran")
+    def my_cse(g, ctx):
+        ran.append(len(g))
+        return g
+
+    ns = {"graph": graph, "inputs": dict(arrays), "pm": default_pipeline(), "my_cse": my_cse}
+    exec(compile(code, "README.md", "exec"), ns)
+    dbg = ns["dbg"]
+    names = [r.name for r in dbg.records]
+    assert "simplify" not in names and "cse" not in names and "my_cse" in names and ran, names
+    assert dbg.done and "c_source" in dbg.ctx.artifacts
+    assert ns["bad"].ok, ns["bad"]

@@ -144,29 +144,59 @@ def test_user_error_is_short_and_points_at_the_cell_line(ip, capsys):
     err = r.error_in_exec
     assert isinstance(err, CatenCellError)
     text = "\n".join(err._render_traceback_())
-    # the %%caten line is line 1, the cell body starts with an empty line: the failing line is 9
-    assert "cell line 9" in text and "bad = x + Tensor.from_numpy" in text and "(3, 4)" in text
+    # the %%caten line is line 1, the cell body starts with an empty line: the failing line is 9,
+    # named as IPython names the cell (In[n], ", line 9" as in its own tracebacks)
+    at = f"In[{ip.execution_count}], line 9: bad = x + Tensor.from_numpy"
+    assert at in text and "(3, 4)" in text, text
     out = capsys.readouterr().out
-    assert "Traceback" not in out and "cell line 9" in out
+    assert "Traceback" not in out and at in out
     assert ip.user_ns["_caten_error"] is err
 
 
-def test_debug_shows_the_real_exception(ip):
+def test_debug_shows_the_real_exception(ip, capsys):
     cell = MODEL + "bad = x + Tensor.from_numpy(np.ones((5, 4), np.float32))\nbad"
     r = run(ip, "--debug", cell)
     assert type(r.error_in_exec).__name__ == "ShapeError"
+    # IPython's traceback names the cell In[n] and shows the editor's line 9 with its text
+    out = capsys.readouterr().out
+    assert f"In[{ip.execution_count}]" in out and "line 9" in out and "bad = x + Tensor.from_numpy" in out, (
+        out
+    )
+
+
+def test_node_sources_and_the_error_count_the_same_editor_lines(ip):
+    """The Inspector's node sources say In[n]:line with the line the editor shows (the %%caten line is 1)."""
+    r = run(ip, "--no-run --force", MODEL + "y")
+    assert r.error_in_exec is None, r.error_in_exec
+    data = json.loads(ip.user_ns["_caten"].inspector.data_json)
+    cell = f"In[{ip.execution_count}]"
+    # the editor's lines: 1 %%caten, 2 (empty), 3 import numpy, ..., 7 x = ..., 8 y = ...
+    assert data["source_lines"][f"{cell}:7"] == 'x = Tensor.from_numpy(a, name="x")'
+    assert data["source_lines"][f"{cell}:8"].startswith("y = ((x @ Tensor.from_numpy(w")
+    assert all(src.startswith(cell + ":") for src in data["source_lines"]), data["source_lines"]
+
+
+def test_rule_written_in_a_cell_is_located_in_that_cell(ip):
+    r = ip.run_cell(
+        "from caten_lab.air.rewriter import Pat, rule\n\n"
+        "@rule('x*1 -> x', Pat('mul', ['x', 1.0]))\ndef times_one(m):\n    return m['x']\n",
+        store_history=True,
+    )
+    assert r.error_in_exec is None, r.error_in_exec
+    assert ip.user_ns["times_one"].location == f"In[{r.execution_count}]:3"
 
 
 def test_plain_python_errors_and_bad_results(ip):
     r = run(ip, "", "1/0")
     assert isinstance(r.error_in_exec, CatenCellError)
-    assert "ZeroDivisionError" in r.error_in_exec.lines[0] and "cell line 2" in r.error_in_exec.lines[0]
+    head = r.error_in_exec.lines[0]
+    assert "ZeroDivisionError" in head and f"In[{ip.execution_count}], line 2: 1/0" in head, head
     r = run(ip, "", "x = 1")
     assert "nothing to compile" in str(r.error_in_exec)
     r = run(ip, "", "'text'")
     assert "cannot compile" in str(r.error_in_exec)
-    r = run(ip, "", "def f(:\n  pass")
-    assert "syntax error" in str(r.error_in_exec)
+    r = run(ip, "", "x = 1\ndef f(:\n  pass")
+    assert f"syntax error at In[{ip.execution_count}], line 3" in str(r.error_in_exec), r.error_in_exec
 
 
 def test_failing_pass_is_named_and_the_partial_trace_kept(ip):
@@ -244,8 +274,13 @@ def test_profile_times_kernels_for_the_kernel_lists_of_codegen_passes(ip):
     assert last["profiled"]
     for f in last["functions"]:  # a function's rows: the kernels it implements (or its name)
         rows = [r for r in res.profile if r["kernel"] in f["kernels"]] or [
-            r for r in res.profile if r["function"] == f["name"]]
-        assert rows and f["calls"] == len(rows) and f["seconds"] == pytest.approx(sum(r["seconds"] for r in rows))
+            r for r in res.profile if r["function"] == f["name"]
+        ]
+        assert (
+            rows
+            and f["calls"] == len(rows)
+            and f["seconds"] == pytest.approx(sum(r["seconds"] for r in rows))
+        )
     # without --profile the kernel lists carry no times
     run(ip, "--force --pipeline kir_pm", MODEL + "y")
     data = json.loads(ip.user_ns["_caten"].inspector.data_json)
@@ -255,4 +290,35 @@ def test_profile_times_kernels_for_the_kernel_lists_of_codegen_passes(ip):
 def test_profile_needs_a_compiled_run(ip):
     r = run(ip, "--profile --no-run", MODEL + "y")
     assert isinstance(r.error_in_exec, UsageError)
-    assert str(r.error_in_exec).startswith("--profile times the compiled kernels: it needs the C backend and a run")
+    assert str(r.error_in_exec).startswith(
+        "--profile times the compiled kernels: it needs the C backend and a run"
+    )
+
+
+def test_show_names_outputs_as_the_inspector_does(ip):
+    r = run(ip, "", MODEL + "y")
+    assert r.error_in_exec is None, r.error_in_exec
+    res = ip.user_ns["_caten"]
+    name = json.loads(res.inspector.data_json)["result"]["outputs"][0]["name"]
+    assert name == str(res.graph.outputs[0]) and name.startswith("v")
+    report = res.show().html
+    assert f"<td><code>{name}</code></td>" in report and "out0" not in report
+
+
+def test_cell_magic_help_names_the_cell_magic(ip):
+    doc = ip.find_cell_magic("caten").__doc__
+    assert "  %%caten [-o NAME]" in doc and "  %caten [" not in doc
+
+
+def test_action_written_in_a_cell_is_located_in_that_cell(ip):
+    """An @action error names the cell and the editor's line (and quotes it), not an ipykernel temp file."""
+    r = ip.run_cell(
+        "from caten_lab.workflow import action, i32\n\n"
+        "def f(x: i32) -> i32:\n"
+        "    return not_defined_anywhere(x)  # BAD\n\n"
+        "action(f).check()\n",
+        store_history=True,
+    )
+    err = r.error_in_exec
+    assert err is not None and "not_defined_anywhere" in str(err)
+    assert f"In[{r.execution_count}]:4: return not_defined_anywhere(x)  # BAD" in str(err), str(err)
