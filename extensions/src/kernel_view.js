@@ -9,7 +9,7 @@ import { h } from "./dom.js";
 const MAX_ROWS = 3000; // listing rows drawn at once
 
 export function makeKernelView(ctx) {
-  const { data, model, graphEl, detailEl, nodeToC, fmtTime, scrollWithin, gotoC, showNode } = ctx;
+  const { data, model, graphEl, detailEl, nodeToC, fmtTime, scrollWithin, gotoC, showNode, compactRanges } = ctx;
   const kir = data.kir || { lines: [], origins: [], states: [] };
   const local = { side: "after" }; // which listing the selected line belongs to
 
@@ -201,7 +201,7 @@ export function makeKernelView(ctx) {
     row(
       "C lines",
       lines.length
-        ? h("a", { href: "#", class: "ci-link ci-kir-goto-c", text: `${lines[0]}${lines.length > 1 ? `–${lines[lines.length - 1]}` : ""} (${lines.length} lines${direct ? "" : ", through its AIR nodes"})`, onclick: (e) => (e.preventDefault(), gotoC({ lines })) })
+        ? h("a", { href: "#", class: "ci-link ci-kir-goto-c", text: `${compactRanges(lines)}${direct ? "" : " (through its AIR nodes)"}`, title: `${lines.length} lines`, onclick: (e) => (e.preventDefault(), gotoC({ lines })) })
         : "–"
     );
     detailEl.append(h("div", { class: "ci-d-title", text: "selected statement" }), table);
