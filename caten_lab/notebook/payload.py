@@ -5,6 +5,8 @@ by their full content) and every graph is a list of indices into it, so the ~N g
 cost little more than one. Rewrites carry the produced nodes as table indices plus the replaced
 value and the removed ids: exactly what the browser needs to rebuild the graph after any prefix of
 a pass's rewrites (the same algorithm as ``caten_lab.air.rewriter.replay``, see :func:`replay_payload`).
+Records of random-number internals carry ``"grp"`` (drawn as one box, see :func:`rng_groups`) and
+``value_names`` maps value ids to the names a reader knows (buffers, KV caches, ``out0``...).
 """
 
 from __future__ import annotations
@@ -385,7 +387,7 @@ def replay_payload(
 ) -> tuple[list[dict], list[str]]:
     """Node records and outputs after the first ``rewrite_index`` rewrites of a pass.
 
-    This mirrors ``replayState`` in extensions/src/inspector.js line for line: add the produced
+    This mirrors ``applyRewrite`` in extensions/src/graph_model.js line for line: add the produced
     nodes, redirect the uses (and outputs) of the replaced value, drop the removed ids.
     """
     p = payload["passes"][pass_index]

@@ -181,7 +181,7 @@ export function makeKernelView(ctx) {
     if (p.error) detailEl.append(h("pre", { class: "ci-error", text: p.error }));
     const changed = p.kir.functions.filter((f) => f.changed).length;
     detailEl.append(h("div", { class: "ci-d-diff", text: `${changed} of ${p.kir.functions.length} functions changed · ${p.kir.n_steps} kernel-IR rewrites` }));
-    if (cur.step) detailEl.append(h("div", { class: "ci-d-rw" }, h("b", { text: cur.step.rule }), h("div", { class: "ci-dim", text: cur.step.loc }), h("div", { text: `in ${cur.step.fn}` })));
+    if (cur.step) detailEl.append(h("div", { class: "ci-d-rw" }, h("b", { text: cur.step.rule }), h("div", { class: "ci-rw-loc" }, h("span", { class: "ci-dim", text: "rule defined at " }), h("code", { text: cur.step.loc || "(unknown)" })), h("div", { text: `in ${cur.step.fn}` })));
     const ln = model.get("kernel_line");
     const si = local.side === "before" ? cur.before : cur.after;
     if (ln < 1 || si === null || si === undefined || ln > kir.states[si].lines.length) {
