@@ -550,8 +550,13 @@ function render({ model, el }) {
     hopsIn.value = String(model.get("focus_hops"));
     renderPassList();
     if (p.kir) {
-      // a codegen pass: the kernel list and the kernel-IR listings instead of the graph
+      // a codegen pass: the kernel list and the kernel-IR listings instead of the graph (whose changed
+      // lines kernel_view.js highlights and scrolls to; "next change" steps its rewrites)
       const st = kview.render(pi, k);
+      legendEl.replaceChildren();
+      drawn = [];
+      nav.items = [];
+      changeLabel.textContent = "kernel-IR rewrites: ↓ / n";
       lastRenderMs = performance.now() - t0;
       root.dataset.state = "ready";
       root.dataset.pass = String(pi);
