@@ -150,6 +150,8 @@ function scrollWithin(box, item, center) {
 }
 
 // ---- the widget -------------------------------------------------------------------------------------
+// over the node cap, a whole pass that changed at most this many nodes draws them and their neighbours
+const MAX_FOCUS_CHANGES = 60;
 // a pass worth showing when unchanged passes are hidden: it changed the graph, failed, or produced artifacts
 const interesting = (p) => p.changed || p.error || (p.artifacts && p.artifacts.length > 0);
 // steps of a pass: its graph rewrites, or for a codegen pass its kernel-IR rewrites
@@ -470,6 +472,14 @@ function render({ model, el }) {
       // over the cap: a selected node (from the C pane or the node list) is shown with its neighbourhood
       if (over && sel >= 0 && state.nodes.has(sel)) return [neighbourhood(state, [sel], 2), `2 hops around n${sel}`];
       if (pair.rewrite && (hops > 0 || over)) return [neighbourhood(state, rwSeeds(state), hops > 0 ? hops : 2), `${hops > 0 ? hops : 2} hops around the rewrite`];
+      // a whole pass over the cap that changed a few nodes: what it changed, with their neighbours
+      const nChanged = added.size + removed.size + changed.size;
+      if (over && !model.get("collapse_kernels") && nChanged > 0 && nChanged <= MAX_FOCUS_CHANGES) {
+        // (found in the union of before and after, so a removed node's neighbours show in "after" too)
+        const around = neighbourhood(unionState(pair.before, pair.after), [...added, ...removed, ...changed], 2);
+        const keep = new Set([...around].filter((id) => state.nodes.has(id)));
+        return [keep, `2 hops around the ${nChanged} changed node${nChanged > 1 ? "s" : ""}`];
+      }
       return [null, ""];
     };
     const showRefused = (data.passes[pi].artifacts || []).includes("fusion");

@@ -32,12 +32,12 @@ logits = model(Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name=
 """
 
 CELL_BIG = """%%caten --no-run
-# a 4-layer GPT-2 (narrow): more nodes than the Inspector lays out unasked
+# a 4-layer GPT-2 (narrow): more nodes than the Inspector lays out unasked; simplify changes two
 import numpy as np
 from caten_lab.frontend import Tensor
 from caten_lab.nn.gpt2 import GPT2, GPT2Config
 big = GPT2(GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=4, n_head=4))
-big(Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name="tokens"), 0)
+big(Tensor.from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64), name="tokens"), 0) * 1.0 + 0.0
 """
 
 CELL_RNG = """%%caten --no-run
@@ -186,6 +186,20 @@ def test_inspector_takes_you_to_the_change(tmp_path):
         # ---- 2. a graph over the node cap
         big = page.locator(".caten-inspector").nth(1)
         big.scroll_into_view_if_needed()
+        # a whole pass over the cap that changed a few nodes: those nodes and their neighbours, in view
+        big_simplify = _pass_index(page, 1, "simplify")
+        big.locator(f".ci-pass[data-index='{big_simplify}']").click()
+        _wait_ready(page, 1, pass_index=big_simplify)
+        assert big.locator(".ci-cap").count() == 0 and big.locator("g.node").count() > 0  # after view
+        big.locator(".ci-view").select_option("diff")
+        _wait_ready(page, 1, pass_index=big_simplify)
+        assert big.locator(".ci-cap").count() == 0
+        assert "changed node" in big.locator(".ci-caption").first.inner_text()
+        changed_big = page.evaluate(_GEOMETRY, [1, list(DIFF_FILLS)])
+        assert changed_big and all(c["inHolder"] for c in changed_big), changed_big
+        big.locator(".ci-view").select_option("after")
+        big.locator(".ci-pass[data-index='0']").click()  # typecheck: no change, all 500+ nodes
+        _wait_ready(page, 1, pass_index=0)
         big.locator(".ci-cap").wait_for(timeout=60_000)
         # arriving from a C line: the node's neighbourhood is drawn, not the cap
         big.locator(".ci-tab[data-pane='c']").click()
