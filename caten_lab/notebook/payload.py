@@ -5,6 +5,8 @@ by their full content) and every graph is a list of indices into it, so the ~N g
 cost little more than one. Rewrites carry the produced nodes as table indices plus the replaced
 value and the removed ids: exactly what the browser needs to rebuild the graph after any prefix of
 a pass's rewrites (the same algorithm as ``caten_lab.air.rewriter.replay``, see :func:`replay_payload`).
+Records of random-number internals carry ``"grp"`` (drawn as one box, see :func:`rng_groups`) and
+``value_names`` maps value ids to the names a reader knows (buffers, KV caches, ``out0``...).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from caten_lab.air.value import Value
 from caten_lab.notebook.kernel_view import KernelTables, c_path_index, kernel_pass_view
 from caten_lab.notebook.profile_payload import cell_profile
 
-PAYLOAD_VERSION = 2  # 2: codegen passes carry a "kir" block (kernel list, listings, steps); "fusion"
+PAYLOAD_VERSION = 3  # 3: records of random-number internals carry "grp", "value_names"; 2: codegen passes carry a "kir" block (kernel list, listings, steps); "fusion"
 MAX_REWRITES_PER_PASS = 20_000  # beyond this a pass's rewrites are summarized, not replayable
 
 
@@ -36,9 +38,21 @@ def _fmt_value(v: Any, limit: int = 80) -> str:
         s = "(" + ", ".join(_fmt_value(x, limit) for x in v) + ("," if len(v) == 1 else "") + ")"
     elif isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         s = repr(v)
+    elif isinstance(v, float):
+        s = _fmt_float(v)
     else:
         s = str(v)
     return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _fmt_float(v: float) -> str:
+    """A constant as a reader wants it: short reprs stay (``1.0``, ``0.5``), long ones are rounded to six
+    significant digits (``0.0013020833333333333`` -> ``0.00130208``)."""
+    r = repr(v)
+    if len(r) <= 10:
+        return r
+    s = format(v, ".6g")
+    return s if ("." in s or "e" in s or "inf" in s or "nan" in s) else s + ".0"
 
 
 def _fmt_read(r: Any) -> Any:
@@ -113,6 +127,84 @@ class _GraphTable:
             self._index[key] = i
             self.graphs.append({"nodes": idx, "outputs": [str(o) for o in g.outputs]})
         return i
+
+
+RNG_SEED_OPS = frozenset({"xor"})  # Threefry's mixing step: no other frontend op makes uint32 xors
+
+
+def rng_groups(records: list[dict[str, Any]]) -> dict[int, str]:
+    """Node id -> its random-number group, for the nodes of one graph (``records`` in graph order).
+
+    ``Tensor.rand``/``randn`` expand into ~130 uint32 ops (Threefry-2x32: add, xor, mul, idiv) plus the
+    float conversion (Box-Muller: log, sqrt, sin). They all carry the source line of the user's call,
+    which is the node's provenance: a group is the nodes of one source line that feed a uint32 ``xor``
+    (the generator's state: counters, constants) or are computed only from such nodes (the float
+    conversion). The group key is that source line; the Inspector draws a group as one box.
+    """
+    by_out = {r["out"]: r for r in records if r["out"]}
+    seeds = [r for r in records if r["op"] in RNG_SEED_OPS and r["dtype"] == "uint32" and r["src"]]
+    group: dict[int, str] = {}
+    stack = list(seeds)
+    while stack:  # backwards: what the generator's mixing reads, on the same line
+        r = stack.pop()
+        if r["id"] in group:
+            continue
+        group[r["id"]] = r["src"]
+        for x in r["reads"]:
+            p = by_out.get(x) if isinstance(x, str) else None
+            if p is not None and p["src"] == r["src"] and p["id"] not in group:
+                stack.append(p)
+    if not group:
+        return group
+    grouped_out = {r["out"]: group[r["id"]] for r in records if r["id"] in group}
+    for r in records:  # forwards, in graph order: conversions of the bits, on the same line
+        if r["id"] in group or not r["src"]:
+            continue
+        vals = [x for x in r["reads"] if isinstance(x, str)]
+        if vals and all(grouped_out.get(x) == r["src"] for x in vals):
+            group[r["id"]] = r["src"]
+            grouped_out[r["out"]] = r["src"]
+    return group
+
+
+def _mark_rng(nodes: _NodeTable, graphs: _GraphTable) -> None:
+    """Tag the records of random-number internals with ``"grp": "rng <source>"`` (see :func:`rng_groups`)."""
+    recs = nodes.records
+    for g in graphs.graphs:
+        members = rng_groups([recs[i] for i in g["nodes"]])
+        for i in g["nodes"]:
+            src = members.get(recs[i]["id"])
+            if src is not None:
+                recs[i]["grp"] = f"rng {src}"
+
+
+def value_names(records: list[dict[str, Any]], graphs: list[dict[str, Any]]) -> dict[str, str]:
+    """Value id -> the name a reader knows it by: a named node's name (inputs, weights, KV caches), a
+    store's result the name of the buffer it writes (a KV cache's new state), else ``out<i>`` for the
+    i-th output of a graph (the names ``show()`` and the Result use)."""
+    names: dict[str, str] = {}
+    for r in records:
+        name = (r.get("attrs") or {}).get("name")
+        if r["out"] and name:
+            names.setdefault(r["out"], str(name))
+    by_out = {r["out"]: r for r in records if r["out"]}
+    for r in records:  # a store's result is the new state of the buffer it writes (a KV cache)
+        if r["op"] != "store" or not r["out"] or not r["reads"] or not isinstance(r["reads"][0], str):
+            continue
+        target = r["reads"][0]
+        for _ in range(8):  # through views of the buffer
+            if target in names or target not in by_out or by_out[target]["op"] != "view":
+                break
+            head = by_out[target]["reads"][0] if by_out[target]["reads"] else None
+            if not isinstance(head, str):
+                break
+            target = head
+        if target in names:
+            names.setdefault(r["out"], names[target])
+    for g in graphs:
+        for i, o in enumerate(g["outputs"]):
+            names.setdefault(o, f"out{i}")
+    return names
 
 
 def _rewrite_record(rw: Any, nodes: _NodeTable) -> dict[str, Any]:
@@ -236,6 +328,7 @@ def trace_payload(
         "cached": bool(getattr(program, "cached", False)),
     }
     table = trace.table() if hasattr(trace, "table") else []
+    _mark_rng(nodes, graphs)
     return {
         "version": PAYLOAD_VERSION,
         "title": title,
@@ -254,6 +347,7 @@ def trace_payload(
         "result": result,
         "source_lines": _source_lines(nodes.records),
         "cell_profile": cell_profile(trace, program=program, result=result, profile=profile),
+        "value_names": value_names(nodes.records, graphs.graphs),
     }
 
 
@@ -295,7 +389,7 @@ def replay_payload(
 ) -> tuple[list[dict], list[str]]:
     """Node records and outputs after the first ``rewrite_index`` rewrites of a pass.
 
-    This mirrors ``replayState`` in extensions/src/inspector.js line for line: add the produced
+    This mirrors ``applyRewrite`` in extensions/src/graph_model.js line for line: add the produced
     nodes, redirect the uses (and outputs) of the replaced value, drop the removed ids.
     """
     p = payload["passes"][pass_index]

@@ -12,3 +12,16 @@ export function h(tag, attrs = {}, ...children) {
   for (const c of children) if (c !== null && c !== undefined) el.append(c);
   return el;
 }
+
+/** Sorted line numbers as compact ranges: [670, 671, 672, 1201, 2820, 2821] -> "670–672, 1201, 2820–2821". */
+export function compactRanges(nums) {
+  const xs = [...new Set(nums)].sort((a, b) => a - b);
+  const out = [];
+  for (let i = 0; i < xs.length; ) {
+    let j = i;
+    while (j + 1 < xs.length && xs[j + 1] === xs[j] + 1) j++;
+    out.push(j > i ? `${xs[i]}–${xs[j]}` : String(xs[i]));
+    i = j + 1;
+  }
+  return out.join(", ");
+}

@@ -2,16 +2,11 @@
 // The kernel sends one JSON document (see caten_lab/notebook/payload.py); graphs per rewrite are
 // rebuilt here from the rewrite records; layout runs in a Web Worker with Graphviz compiled to WASM.
 import workerSource from "virtual:layout-worker";
-import { h } from "./dom.js";
+import { compactRanges, h } from "./dom.js";
 import { makeKernelView } from "./kernel_view.js";
 import { buildProfilePane } from "./profile_view.js";
+import { DIFF, KERNEL_COLORS, OUTLINE, Replayer, UNCHANGED, diffSets, kernelOf, neighbourhood, producerMap, stateFromGraph, toDot, unionState } from "./graph_model.js";
 
-const CAT_COLORS = { unary: "#dbeafe", binary: "#e0e7ff", ternary: "#ede9fe", reduce: "#fde68a", buffer: "#dcfce7" };
-const KERNEL_COLORS = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d8f3dc", "#ffe5d9", "#cddafd", "#f1e3d3", "#e2f0cb"];
-const ADDED = "#86efac";
-const REMOVED = "#fca5a5";
-const CHANGED = "#fdba74";
-const CHECKPOINT_EVERY = 64;
 
 // ---- layout: one shared worker for every Inspector on the page --------------------------------
 let layoutEngine = null;
@@ -70,15 +65,14 @@ function makeLayoutEngine() {
   return { layout, isCached: (dot) => cache.has(dot), mode: () => (worker === null ? "main-thread" : "worker") };
 }
 
+const stickyByModel = new WeakMap();
+
 function engine() {
   if (layoutEngine === null) layoutEngine = makeLayoutEngine();
   return layoutEngine;
 }
 
 
-function esc(s) {
-  return String(s).replace(/\\/g, "\\\\").replace(/"/g, '\\"');
-}
 
 function fmtTime(s) {
   if (s === null || s === undefined) return "–";
@@ -146,247 +140,6 @@ function highlightC(text) {
   return out;
 }
 
-// ---- graph states ---------------------------------------------------------------------------------
-// A state is {nodes: Map(id -> {rec, reads}), outputs: [...] }; insertion order = graph order.
-function stateFromGraph(data, gi) {
-  const g = data.graphs[gi];
-  const nodes = new Map();
-  for (const i of g.nodes) {
-    const rec = data.nodes[i];
-    nodes.set(rec.id, { rec, reads: rec.reads });
-  }
-  return { nodes, outputs: g.outputs.slice() };
-}
-
-function cloneState(s) {
-  return { nodes: new Map(s.nodes), outputs: s.outputs.slice() };
-}
-
-// Mirrors caten_lab.air.rewriter.replay (and payload.replay_payload in Python).
-function applyRewrite(data, s, rw) {
-  for (const i of rw.produced) {
-    const rec = data.nodes[i];
-    s.nodes.set(rec.id, { rec, reads: rec.reads });
-  }
-  const [oldV, newV] = rw.replaced;
-  for (const [id, n] of s.nodes) {
-    if (n.reads.some((r) => r === oldV)) s.nodes.set(id, { rec: n.rec, reads: n.reads.map((r) => (r === oldV ? newV : r)) });
-  }
-  if (typeof newV === "string") s.outputs = s.outputs.map((o) => (o === oldV ? newV : o));
-  for (const id of rw.removed) s.nodes.delete(id);
-}
-
-class Replayer {
-  constructor(data) {
-    this.data = data;
-    this.checkpoints = new Map(); // pass index -> Map(k -> state)
-  }
-  state(passIndex, k) {
-    const p = this.data.passes[passIndex];
-    if (p.before === null) return null;
-    let cps = this.checkpoints.get(passIndex);
-    if (!cps) {
-      cps = new Map([[0, stateFromGraph(this.data, p.before)]]);
-      this.checkpoints.set(passIndex, cps);
-    }
-    k = Math.max(0, Math.min(k, p.rewrites.length));
-    let base = Math.floor(k / CHECKPOINT_EVERY) * CHECKPOINT_EVERY;
-    while (!cps.has(base)) base -= CHECKPOINT_EVERY;
-    let s = cloneState(cps.get(base));
-    for (let j = base; j < k; j++) {
-      applyRewrite(this.data, s, p.rewrites[j]);
-      if ((j + 1) % CHECKPOINT_EVERY === 0 && !cps.has(j + 1)) cps.set(j + 1, cloneState(s));
-    }
-    return s;
-  }
-}
-
-// ---- graph -> DOT ---------------------------------------------------------------------------------
-function nodeLabel(rec, reads) {
-  const lits = reads.filter((r) => typeof r !== "string").map((r) => r.lit);
-  let head = rec.op + (lits.length ? " " + lits.join(", ") : "");
-  const a = rec.attrs || {};
-  const bits = [];
-  for (const key of ["name", "value", "op", "axes", "dtype"]) {
-    if (a[key] !== undefined && !(key === "dtype" && rec.op !== "cast")) bits.push(`${key}=${a[key]}`);
-  }
-  if (rec.op === "view" && a.strides) bits.push(`strides=${a.strides}`);
-  let label = head;
-  if (bits.length) label += "\n" + bits.join(" ").slice(0, 48);
-  label += `\n${rec.dtype}[${rec.shape.join(",")}]`;
-  return label;
-}
-
-function producerMap(state) {
-  const m = new Map();
-  for (const [id, n] of state.nodes) m.set(n.rec.out, id);
-  return m;
-}
-
-function neighbourhood(state, seeds, hops) {
-  const prod = producerMap(state);
-  const users = new Map();
-  for (const [id, n] of state.nodes) {
-    for (const r of n.reads) {
-      if (typeof r !== "string") continue;
-      const p = prod.get(r);
-      if (p === undefined) continue;
-      if (!users.has(p)) users.set(p, []);
-      users.get(p).push(id);
-    }
-  }
-  const seen = new Set(seeds.filter((s) => state.nodes.has(s)));
-  let frontier = [...seen];
-  for (let d = 0; d < hops && frontier.length; d++) {
-    const next = [];
-    for (const id of frontier) {
-      const n = state.nodes.get(id);
-      const around = [];
-      for (const r of n.reads) if (typeof r === "string" && prod.has(r)) around.push(prod.get(r));
-      for (const u of users.get(id) || []) around.push(u);
-      for (const x of around) if (!seen.has(x)) (seen.add(x), next.push(x));
-    }
-    frontier = next;
-  }
-  return seen;
-}
-
-// Kernel of every node of a state: the schedule's membership, plus buffer nodes (named inputs, weight
-// views, consts) whose users all sit in one kernel, which are drawn inside that kernel too, so a
-// collapsed model reads as a chain of kernels instead of a fan of weights. O(N + E), cached per state.
-const kernelMaps = new WeakMap();
-
-function kernelOf(state, nodeKernel) {
-  const hit = kernelMaps.get(state);
-  if (hit && hit.nodeKernel === nodeKernel) return hit.map;
-  const map = new Map();
-  const prod = producerMap(state);
-  const users = new Map();
-  const order = [...state.nodes.keys()];
-  for (const id of order) {
-    const k = nodeKernel.get(id);
-    if (k !== undefined) map.set(id, k);
-    for (const r of state.nodes.get(id).reads) {
-      if (typeof r !== "string") continue;
-      const p = prod.get(r);
-      if (p === undefined) continue;
-      if (!users.has(p)) users.set(p, []);
-      users.get(p).push(id);
-    }
-  }
-  for (let i = order.length - 1; i >= 0; i--) {
-    const id = order[i];
-    if (map.has(id) || state.nodes.get(id).rec.cat !== "buffer") continue;
-    const us = users.get(id) || [];
-    const ks = new Set(us.map((u) => map.get(u)));
-    if (us.length && ks.size === 1 && !ks.has(undefined)) map.set(id, [...ks][0]);
-  }
-  kernelMaps.set(state, { nodeKernel, map });
-  return map;
-}
-
-// Build the DOT of one drawn graph. opts: {prefix, marks: Map(id->colour), dashed: Set, keep: Set|null,
-// kernelsOn: bool (the graph is scheduled), boxed(kernel) -> bool, nodeKernel: Map, kernelIndex: Map}
-function toDot(state, opts) {
-  const { prefix, marks, dashed, keep, kernelsOn, boxed, nodeKernel, kernelIndex, refused } = opts;
-  const prod = producerMap(state);
-  const outs = new Set(state.outputs);
-  const lines = [
-    "digraph G {",
-    '  graph [rankdir=TB, nodesep=0.25, ranksep=0.3, bgcolor="transparent"];',
-    '  node [shape=box, style="rounded,filled", fontname="Courier", fontsize=9, margin="0.06,0.03", height=0.3];',
-    "  edge [arrowsize=0.5, color=\"#6b7280\"];",
-  ];
-  const member = kernelsOn ? kernelOf(state, nodeKernel) : null;
-  const groupOf = (id) => {
-    if (!kernelsOn) return null;
-    const k = member.get(id);
-    return k !== undefined && boxed(k) ? k : null;
-  };
-  const boxes = new Map(); // kernel -> {count, mark}
-  const clusters = new Map(); // kernel drawn as a frame around its nodes -> lines
-  const nodeLine = (id, n) => {
-    const colour = marks.get(id) || CAT_COLORS[n.rec.cat] || "#f3f4f6";
-    const style = dashed.has(id) ? ', style="rounded,filled,dashed"' : "";
-    // a graph output: thick; a node the scheduler refused to fuse (realized on its own): orange outline
-    const pen = (outs.has(n.rec.out) ? ", penwidth=2.2" : "") + (refused && refused.has(id) ? ', color="#ea580c", penwidth=2.2' : "");
-    return `    ${prefix}n${id} [id="${prefix}n${id}", label="${esc(nodeLabel(n.rec, n.reads))}", fillcolor="${colour}"${style}${pen}];`;
-  };
-  for (const [id, n] of state.nodes) {
-    if (keep && !keep.has(id)) continue;
-    const g = groupOf(id);
-    if (g !== null) {
-      const b = boxes.get(g) || { count: 0, mark: null };
-      b.count++;
-      if (marks.has(id) && !b.mark) b.mark = marks.get(id);
-      boxes.set(g, b);
-      continue;
-    }
-    const k = kernelsOn ? member.get(id) : undefined;
-    if (k !== undefined) {
-      if (!clusters.has(k)) clusters.set(k, []);
-      clusters.get(k).push(nodeLine(id, n));
-    } else lines.push(nodeLine(id, n));
-  }
-  for (const [k, body] of clusters) {
-    const ki = kernelIndex.get(k);
-    lines.push(`  subgraph "cluster_${prefix}${ki}" {`);
-    lines.push(`    id="${prefix}c${ki}"; label="${esc(k)} (click the frame to collapse)"; style="rounded,dashed"; color="#9ca3af"; fontsize=9; fontname="Courier";`);
-    lines.push(...body);
-    lines.push("  }");
-  }
-  for (const [k, b] of boxes) {
-    const ki = kernelIndex.get(k);
-    const fill = b.mark || KERNEL_COLORS[ki % KERNEL_COLORS.length];
-    lines.push(`  ${prefix}k${ki} [id="${prefix}k${ki}", shape=box3d, style="filled", label="${esc(k)}\\n${b.count} ops", fillcolor="${fill}"];`);
-  }
-  const seen = new Set();
-  for (const [id, n] of state.nodes) {
-    if (keep && !keep.has(id)) continue;
-    const gd = groupOf(id);
-    const dst = gd !== null ? `${prefix}k${kernelIndex.get(gd)}` : `${prefix}n${id}`;
-    for (const r of n.reads) {
-      if (typeof r !== "string") continue;
-      const p = prod.get(r);
-      if (p === undefined || (keep && !keep.has(p))) continue;
-      const gs = groupOf(p);
-      const src = gs !== null ? `${prefix}k${kernelIndex.get(gs)}` : `${prefix}n${p}`;
-      if (src === dst) continue;
-      const key = `${src}>${dst}`;
-      if (gs !== null || gd !== null) {
-        if (seen.has(key)) continue;
-        seen.add(key);
-      }
-      lines.push(`  ${src} -> ${dst};`);
-    }
-  }
-  lines.push("}");
-  return lines.join("\n");
-}
-
-// The union of two states (for the diff view): every node of `after`, plus removed nodes of `before`.
-function unionState(before, after) {
-  const nodes = new Map(after.nodes);
-  for (const [id, n] of before.nodes) if (!nodes.has(id)) nodes.set(id, n);
-  return { nodes, outputs: after.outputs };
-}
-
-const readsKey = (reads) => reads.map((r) => (typeof r === "string" ? r : `#${r.lit}`)).join("|");
-
-function diffSets(before, after) {
-  const added = new Set();
-  const removed = new Set();
-  const changed = new Set();
-  if (!before || !after) return { added, removed, changed };
-  for (const [id, n] of after.nodes) {
-    const b = before.nodes.get(id);
-    if (!b) added.add(id);
-    else if (b.rec !== n.rec || (b.reads !== n.reads && readsKey(b.reads) !== readsKey(n.reads))) changed.add(id);
-  }
-  for (const id of before.nodes.keys()) if (!after.nodes.has(id)) removed.add(id);
-  return { added, removed, changed };
-}
-
 // scroll a box so that `item` is visible, without scrolling the notebook around it
 function scrollWithin(box, item, center) {
   if (!box || !item) return;
@@ -398,6 +151,8 @@ function scrollWithin(box, item, center) {
 }
 
 // ---- the widget -------------------------------------------------------------------------------------
+// over the node cap, a whole pass that changed at most this many nodes draws them and their neighbours
+const MAX_FOCUS_CHANGES = 60;
 // a pass worth showing when unchanged passes are hidden: it changed the graph, failed, or produced artifacts
 const interesting = (p) => p.changed || p.error || (p.artifacts && p.artifacts.length > 0);
 // steps of a pass: its graph rewrites, or for a codegen pass its kernel-IR rewrites
@@ -441,7 +196,14 @@ function render({ model, el }) {
   // that survive into the scheduled graph (node ids are stable across passes)
   const kernelsOnAt = (pi) => kernels.length > 0 && ((scheduleAt >= 0 && pi >= scheduleAt) || model.get("collapse_kernels"));
   const boxed = (k) => model.get("collapse_kernels") !== toggled.has(k);
-  const renderAnyway = new Set();
+  // view state that outlives a pass change and a re-rendered output of the same cell (one model per cell)
+  if (!stickyByModel.has(model)) stickyByModel.set(model, { renderAll: false, follow: true, rngOpen: new Set() });
+  const sticky = stickyByModel.get(model);
+  // random-number internals (payload.py marks them "grp": "rng <source line>"): one box each, expandable
+  const rngIndex = new Map();
+  for (const r of data.nodes) if (r.grp && !rngIndex.has(r.grp)) rngIndex.set(r.grp, rngIndex.size);
+  const rngByIndex = [...rngIndex.keys()];
+  const rngBoxed = (grp) => !sticky.rngOpen.has(grp);
   let playTimer = null;
   let renderSeq = 0;
   let lastRenderMs = 0;
@@ -494,7 +256,13 @@ function render({ model, el }) {
   const collapseChk = h("input", { type: "checkbox", class: "ci-collapse" });
   const hopsIn = h("input", { type: "number", min: "0", max: "9", value: "0", class: "ci-hops", title: "show only k hops around the selected node (0 = whole graph)" });
   const playBtn = btn("play", "play / pause (space)", () => togglePlay(), "ci-play");
-  const zoomState = { scale: 1 };
+  const zoomState = { scale: 1, fit: false };
+  const followChk = h("input", { type: "checkbox", class: "ci-follow" });
+  followChk.checked = sticky.follow;
+  const changeLabel = h("span", { class: "ci-change-label" });
+  const legendEl = h("div", { class: "ci-legend" });
+  const findIn = h("input", { type: "search", class: "ci-find", placeholder: "find node: op, name, v12, n3, source line…", title: "the node list: every node of the step matching all the words (op, value name, value id, node id, source line)" });
+  const nodeListEl = h("div", { class: "ci-nodelist" });
   if (g) {
     g.append(
       h(
@@ -521,15 +289,26 @@ function render({ model, el }) {
       h(
         "div",
         { class: "ci-toolbar" },
+        btn("◀ change", "previous change (p)", () => stepChange(-1), "ci-change-prev"),
+        btn("change ▶", "next change (n): the next node this step touched, then the next step that changes something", () => stepChange(1), "ci-change-next"),
+        changeLabel,
+        h("label", { title: "after every step, zoom and scroll to what it changed; unchecked: keep the view still" }, followChk, " go to the change"),
+        findIn
+      ),
+      nodeListEl,
+      h(
+        "div",
+        { class: "ci-toolbar" },
         h("label", {}, "view ", viewSel),
         h("label", {}, hideChk, " hide unchanged passes"),
         h("label", {}, collapseChk, " collapse kernels"),
         h("label", {}, "focus hops ", hopsIn),
         btn("−", "zoom out", () => zoom(1 / 1.25)),
-        btn("fit", "fit width", () => zoom(0)),
+        btn("fit", "fit the whole graph in the pane (both axes)", () => zoom(0), "ci-fit"),
         btn("+", "zoom in", () => zoom(1.25)),
         btn("SVG", "download the drawn graph as an SVG file", () => downloadSvg(), "ci-svg")
       ),
+      legendEl,
       h("div", { class: "ci-main" }, passListEl, graphEl, detailEl)
     );
   }
@@ -613,23 +392,34 @@ function render({ model, el }) {
   }
 
   function zoom(f) {
-    zoomState.scale = f === 0 ? 1 : Math.max(0.1, Math.min(8, zoomState.scale * f));
+    zoomState.fit = f === 0;
+    if (f !== 0) {
+      // from what is on screen (a focused change may have zoomed), not from the last button press
+      const svg0 = graphEl.querySelector("svg");
+      const cur = svg0 && svg0.parentElement.dataset.scale ? parseFloat(svg0.parentElement.dataset.scale) : null;
+      zoomState.scale = Math.max(0.05, Math.min(8, (cur || zoomState.scale) * f));
+      zoomState.abs = true;
+    }
     for (const svg of graphEl.querySelectorAll("svg")) applyZoom(svg);
   }
 
+  // the scale of a drawn graph: "fit" fits both axes of the pane; else the user's zoom; else the
+  // width, never shrinking labels below legibility (wide graphs scroll instead)
   function applyZoom(svg) {
     const w0 = parseFloat(svg.dataset.w0 || svg.getAttribute("width") || "0");
     if (!svg.dataset.w0) {
       svg.dataset.w0 = String(w0);
       svg.dataset.h0 = String(parseFloat(svg.getAttribute("height") || "0"));
     }
+    const h0 = parseFloat(svg.dataset.h0);
     const holder = svg.parentElement;
-    const avail = Math.max(200, (holder && holder.clientWidth) || 600);
-    // fit the width, but never shrink labels below legibility: wide graphs scroll instead
-    const fit = Math.max(0.6, Math.min(1.2, avail / Math.max(1, w0)));
-    const s = fit * zoomState.scale;
-    svg.setAttribute("width", `${w0 * s}px`);
-    svg.setAttribute("height", `${parseFloat(svg.dataset.h0) * s}px`);
+    const availW = Math.max(200, (holder && holder.clientWidth) || 600) - 4;
+    const availH = Math.max(200, (holder && holder.clientHeight) || 560) - 4;
+    let s;
+    if (zoomState.fit) s = Math.min(availW / Math.max(1, w0), availH / Math.max(1, h0), 1.2);
+    else if (zoomState.abs) s = zoomState.scale;
+    else s = Math.max(0.6, Math.min(1.2, availW / Math.max(1, w0)));
+    setScale(svg, s);
   }
 
   // the pair of states the current step compares: (before, after) of the pass or of one rewrite
@@ -668,57 +458,73 @@ function render({ model, el }) {
     const hops = model.get("focus_hops");
     const { added, removed, changed } = diffSets(pair.before, pair.after);
     const cap = model.get("node_cap");
+    const all = sticky.renderAll;
+    const rwSeeds = (state) => {
+      // what the rewrite touched: the value it replaced, its users, what it produced
+      const seeds = [...pair.rewrite.matched, ...pair.rewrite.produced.map((i) => data.nodes[i].id)];
+      const prod = producerMap(state);
+      for (const v of pair.rewrite.replaced) if (typeof v === "string" && prod.has(v)) seeds.push(prod.get(v));
+      return seeds;
+    };
     const focusFor = (state) => {
-      if (!state) return null;
-      if (hops > 0 && sel >= 0 && state.nodes.has(sel)) return neighbourhood(state, [sel], hops);
-      if (pair.rewrite && (hops > 0 || state.nodes.size > cap)) {
-        // the neighbourhood of what the rewrite touched: the value it replaced, its users, what it produced
-        const seeds = [...pair.rewrite.matched, ...pair.rewrite.produced.map((i) => data.nodes[i].id)];
-        const prod = producerMap(state);
-        for (const v of pair.rewrite.replaced) if (typeof v === "string" && prod.has(v)) seeds.push(prod.get(v));
-        return neighbourhood(state, seeds, hops > 0 ? hops : 2);
+      if (!state) return [null, ""];
+      if (hops > 0 && sel >= 0 && state.nodes.has(sel)) return [neighbourhood(state, [sel], hops), `${hops} hops around n${sel}`];
+      const over = state.nodes.size > cap && !all;
+      // over the cap: a selected node (from the C pane or the node list) is shown with its neighbourhood
+      if (over && sel >= 0 && state.nodes.has(sel)) return [neighbourhood(state, [sel], 2), `2 hops around n${sel}`];
+      if (pair.rewrite && (hops > 0 || over)) return [neighbourhood(state, rwSeeds(state), hops > 0 ? hops : 2), `${hops > 0 ? hops : 2} hops around the rewrite`];
+      // a whole pass over the cap that changed a few nodes: what it changed, with their neighbours
+      const nChanged = added.size + removed.size + changed.size;
+      if (over && !model.get("collapse_kernels") && nChanged > 0 && nChanged <= MAX_FOCUS_CHANGES) {
+        // (found in the union of before and after, so a removed node's neighbours show in "after" too)
+        const around = neighbourhood(unionState(pair.before, pair.after), [...added, ...removed, ...changed], 2);
+        const keep = new Set([...around].filter((id) => state.nodes.has(id)));
+        return [keep, `2 hops around the ${nChanged} changed node${nChanged > 1 ? "s" : ""}`];
       }
-      return null;
+      return [null, ""];
     };
     const showRefused = (data.passes[pi].artifacts || []).includes("fusion");
-    const common = { kernelsOn: kernelsOnAt(pi), boxed, nodeKernel, kernelIndex, dashed: new Set(), refused: showRefused ? refusedNodes : null };
+    const common = { kernelsOn: kernelsOnAt(pi), boxed, nodeKernel, kernelIndex, dashed: new Set(), refused: showRefused ? refusedNodes : null, rngBoxed, rngIndex, names: data.value_names || {} };
     const specs = [];
     const marksFor = (which) => {
       const m = new Map();
-      if (which === "after") {
-        for (const id of added) m.set(id, ADDED);
-        for (const id of changed) m.set(id, CHANGED);
-      } else {
-        for (const id of removed) m.set(id, REMOVED);
-        for (const id of changed) m.set(id, CHANGED);
-      }
-      if (pair.rewrite && which === "before") for (const id of pair.rewrite.matched) if (!m.has(id)) m.set(id, "#fecaca");
+      if (which !== "before") for (const id of added) m.set(id, "added");
+      if (which !== "after") for (const id of removed) m.set(id, "removed");
+      for (const id of changed) m.set(id, "changed");
       return m;
     };
+    // a rewrite: the nodes its pattern matched and the nodes it produced, outlined
+    const outline = new Map();
+    if (pair.rewrite) {
+      for (const id of pair.rewrite.matched) outline.set(id, "matched");
+      for (const i of pair.rewrite.produced) outline.set(data.nodes[i].id, "produced");
+    }
+    const push = (caption, state, opts) => {
+      const [keep, note] = focusFor(state);
+      specs.push({ caption: note ? `${caption} · ${note}` : caption, state, aroundSel: note.endsWith(`n${sel}`), opts: { ...common, outline, ...opts, keep } });
+    };
     if (view === "diff" && pair.before && pair.after) {
-      const u = unionState(pair.before, pair.after);
-      const m = marksFor("after");
-      for (const id of removed) m.set(id, REMOVED);
-      specs.push({ caption: "diff (green added · red removed · orange changed)", state: u, opts: { ...common, prefix: "d", marks: m, dashed: removed, keep: focusFor(u) } });
+      push("diff", unionState(pair.before, pair.after), { prefix: "d", marks: marksFor("diff"), dashed: removed, grey: true });
     } else {
       const showBefore = view === "before" || view === "side" || !pair.after;
       const showAfter = view === "after" || view === "side" || (view !== "side" && !showBefore);
-      if (showBefore && pair.before) specs.push({ caption: "before", state: pair.before, opts: { ...common, prefix: "b", marks: marksFor("before"), keep: focusFor(pair.before) } });
-      if (showAfter && pair.after) specs.push({ caption: "after", state: pair.after, opts: { ...common, prefix: "a", marks: marksFor("after"), keep: focusFor(pair.after) } });
+      if (showBefore && pair.before) push("before", pair.before, { prefix: "b", marks: marksFor("before") });
+      if (showAfter && pair.after) push("after", pair.after, { prefix: "a", marks: marksFor("after") });
     }
-    for (const s of specs) s.count = s.opts.keep ? s.opts.keep.size : s.state.nodes.size;
+    for (const s2 of specs) s2.count = s2.opts.keep ? s2.opts.keep.size : s2.state.nodes.size;
     return { specs, added, removed, changed };
   }
 
+  // how many boxes a spec draws: collapsed kernels and random-number groups count once
   function visibleCount(spec) {
-    if (!spec.opts.kernelsOn) return spec.count;
     const ks = new Set();
     let n = 0;
-    const member = kernelOf(spec.state, nodeKernel);
-    for (const id of spec.state.nodes.keys()) {
+    const member = spec.opts.kernelsOn ? kernelOf(spec.state, nodeKernel) : null;
+    for (const [id, node] of spec.state.nodes) {
       if (spec.opts.keep && !spec.opts.keep.has(id)) continue;
-      const k = member.get(id);
-      if (k !== undefined && boxed(k)) ks.add(k);
+      const k = member ? member.get(id) : undefined;
+      if (k !== undefined && boxed(k)) ks.add(`k${k}`);
+      else if (node.rec.grp && rngBoxed(node.rec.grp)) ks.add(`r${node.rec.grp}`);
       else n++;
     }
     return n + ks.size;
@@ -755,8 +561,13 @@ function render({ model, el }) {
     hopsIn.value = String(model.get("focus_hops"));
     renderPassList();
     if (p.kir) {
-      // a codegen pass: the kernel list and the kernel-IR listings instead of the graph
+      // a codegen pass: the kernel list and the kernel-IR listings instead of the graph (whose changed
+      // lines kernel_view.js highlights and scrolls to; "next change" steps its rewrites)
       const st = kview.render(pi, k);
+      legendEl.replaceChildren();
+      drawn = [];
+      nav.items = [];
+      changeLabel.textContent = "kernel-IR rewrites: ↓ / n";
       lastRenderMs = performance.now() - t0;
       root.dataset.state = "ready";
       root.dataset.pass = String(pi);
@@ -774,27 +585,28 @@ function render({ model, el }) {
     const cap = model.get("node_cap");
     const boxes = [];
     const jobs = [];
+    const prevScroll = new Map(); // prefix -> scroll of its holder, to keep the view still
+    for (const hEl of graphEl.querySelectorAll(".ci-svg-holder[data-prefix]")) prevScroll.set(hEl.dataset.prefix, { left: hEl.scrollLeft, top: hEl.scrollTop, scale: parseFloat(hEl.dataset.scale || "0") });
     for (const spec of specs) {
       const count = visibleCount(spec);
       const box = h("div", { class: "ci-graph-box" }, h("div", { class: "ci-caption", text: `${spec.caption} · ${count} nodes` }));
-      const key = `${pi}:${k}:${spec.opts.prefix}`;
-      if (count > cap && !renderAnyway.has(key)) {
+      if (count > cap && !sticky.renderAll) {
         const msg = h(
           "div",
           { class: "ci-cap" },
           h("div", { text: `${count} nodes is more than the cap of ${cap}: laying it out may take a while.` }),
-          btn(`render anyway (${count} nodes)`, "lay out the whole graph", () => {
-            renderAnyway.add(key);
+          btn(`render anyway (${count} nodes)`, "lay out the whole graph (for every pass of this cell)", () => {
+            sticky.renderAll = true;
             renderGraph();
           }, "ci-render-anyway"),
           kernels.length ? btn("collapse by kernel", "one box per fused kernel", () => (model.set("collapse_kernels", true), model.save_changes())) : null,
-          h("div", { class: "ci-hint", text: "or select a node (C pane or node list) and set focus hops" })
+          h("div", { class: "ci-hint", text: "or pick a node in the node list (the \u201cfind node\u201d box above) or from a C line: it is drawn with its neighbourhood" })
         );
         box.append(msg);
         boxes.push(box);
         continue;
       }
-      const holder = h("div", { class: "ci-svg-holder", text: "laying out…" });
+      const holder = h("div", { class: "ci-svg-holder", "data-prefix": spec.opts.prefix, text: "laying out…" });
       box.append(holder);
       boxes.push(box);
       const dot = toDot(spec.state, spec.opts);
@@ -812,25 +624,155 @@ function render({ model, el }) {
     }
     if (seq !== renderSeq) return; // a newer step superseded this one
     graphEl.replaceChildren(...boxes);
-    for (const { holder, svg, spec } of results) {
+    for (const { holder, svg } of results) {
       holder.innerHTML = svg;
       const svgEl = holder.querySelector("svg");
-      if (svgEl) {
-        applyZoom(svgEl);
-      }
+      if (svgEl) applyZoom(svgEl);
       holder.addEventListener("click", (e) => onGraphClick(e));
     }
+    drawn = results.map(({ holder, spec }) => ({ holder, spec }));
+    renderLegend(pair, specs);
+    buildChangeList(pair);
+    const follow = sticky.follow && nav.pendingNode === null;
+    if (nav.pendingNode !== null) {
+      const id = nav.pendingNode;
+      nav.pendingNode = null;
+      focusIds([id], false);
+    } else if (follow && nav.items.length) {
+      if (nav.pending === "last") nav.idx = nav.items.length - 1;
+      else if (nav.pending === "first") nav.idx = 0;
+      else nav.idx = -1;
+      focusChange();
+    } else if (!sticky.follow) {
+      for (const { holder } of drawn) {
+        const was = prevScroll.get(holder.dataset.prefix);
+        const svgEl = holder.querySelector("svg");
+        if (!was) continue;
+        if (svgEl && was.scale) setScale(svgEl, was.scale);
+        holder.scrollLeft = was.left;
+        holder.scrollTop = was.top;
+      }
+    }
+    nav.pending = null;
+    updateChangeLabel();
     markSelection();
     renderDetails(pair);
+    if (findIn.value) renderNodeList();
     lastRenderMs = performance.now() - t0;
     root.dataset.state = "ready";
     root.dataset.pass = String(pi);
     root.dataset.rewrite = String(k);
     root.dataset.renderMs = lastRenderMs.toFixed(1);
     root.dataset.layout = engine().mode();
-    model.set("status", JSON.stringify({ pass: pi, rewrite: k, view: model.get("view"), ms: Math.round(lastRenderMs), graphs: results.length }));
+    root.dataset.changes = String(nav.items.length);
+    model.set("status", JSON.stringify({ pass: pi, rewrite: k, view: model.get("view"), ms: Math.round(lastRenderMs), graphs: results.length, changes: nav.items.length }));
     model.save_changes();
     prefetch();
+  }
+
+  // ---- finding the change: the nodes a step added, removed or changed (and a rewrite's matched and
+  // produced nodes), in drawing order; the view zooms and scrolls to them after every step
+  let drawn = []; // [{holder, spec}] of the graphs on screen
+  const nav = { items: [], idx: -1, pending: null, pendingNode: null };
+
+  function buildChangeList(pair) {
+    const { added, removed, changed } = diffSets(pair.before, pair.after);
+    const ids = new Set([...added, ...removed, ...changed]);
+    if (pair.rewrite) {
+      for (const id of pair.rewrite.matched) ids.add(id);
+      for (const i of pair.rewrite.produced) ids.add(data.nodes[i].id);
+    }
+    // order: top to bottom, left to right on screen; one entry per drawn element (a box counts once)
+    const seen = new Map();
+    for (const { holder, spec } of drawn) {
+      for (const id of ids) {
+        const elId = spec.opts.drawnAs && spec.opts.drawnAs.get(id);
+        if (!elId || seen.has(elId.slice(1))) continue;
+        const el2 = holder.querySelector(`[id="${elId}"]`);
+        if (!el2) continue;
+        const r = el2.getBoundingClientRect();
+        seen.set(elId.slice(1), { ids: [id], y: r.top, x: r.left });
+      }
+    }
+    nav.items = [...seen.values()].sort((a, b) => a.y - b.y || a.x - b.x);
+    nav.idx = -1;
+  }
+
+  function setScale(svgEl, sc) {
+    svgEl.setAttribute("width", `${parseFloat(svgEl.dataset.w0) * sc}px`);
+    svgEl.setAttribute("height", `${parseFloat(svgEl.dataset.h0) * sc}px`);
+    svgEl.parentElement.dataset.scale = String(sc);
+  }
+
+  // zoom so the elements of `ids` fit each drawn graph (never past 1.2 ×, the labels' natural size),
+  // then scroll them to the middle of the pane; `exact`: one change (next / previous change)
+  function focusIds(ids, exact) {
+    for (const el2 of graphEl.querySelectorAll(".ci-focus")) el2.classList.remove("ci-focus");
+    for (const { holder, spec } of drawn) {
+      const svgEl = holder.querySelector("svg");
+      const els = ids.map((id) => spec.opts.drawnAs && spec.opts.drawnAs.get(id)).filter(Boolean).map((x) => holder.querySelector(`[id="${x}"]`)).filter(Boolean);
+      if (!svgEl || !els.length) continue;
+      const cur = parseFloat(holder.dataset.scale || "0") || parseFloat(svgEl.getAttribute("width")) / parseFloat(svgEl.dataset.w0);
+      const box = () => {
+        const rs = els.map((e2) => e2.getBoundingClientRect());
+        return { l: Math.min(...rs.map((r) => r.left)), t: Math.min(...rs.map((r) => r.top)), r: Math.max(...rs.map((r) => r.right)), b: Math.max(...rs.map((r) => r.bottom)) };
+      };
+      let bb = box();
+      const cw = holder.clientWidth || 600;
+      const ch = holder.clientHeight || 560;
+      // the scale at which the bounding box fills 85% of the pane, bounded: 0.25 (a pass that touched
+      // the whole graph: its first change at a legible size instead) to 1.2
+      let target = Math.min((0.85 * cw) / Math.max(1, (bb.r - bb.l) / cur), (0.85 * ch) / Math.max(1, (bb.b - bb.t) / cur), 1.2);
+      if (target < 0.25 && els.length > 1 && !exact) return focusIds([ids[0]], true);
+      target = Math.max(0.25, target);
+      setScale(svgEl, target);
+      bb = box();
+      const hr = holder.getBoundingClientRect();
+      holder.scrollLeft += (bb.l + bb.r) / 2 - (hr.left + hr.right) / 2;
+      holder.scrollTop += (bb.t + bb.b) / 2 - (hr.top + hr.bottom) / 2;
+      if (exact) for (const e2 of els) e2.classList.add("ci-focus");
+    }
+  }
+
+  function focusChange() {
+    if (!nav.items.length) return;
+    if (nav.idx < 0) focusIds(nav.items.flatMap((it) => it.ids), false);
+    else focusIds(nav.items[nav.idx].ids, true);
+    updateChangeLabel();
+  }
+
+  function updateChangeLabel() {
+    const n = nav.items.length;
+    changeLabel.textContent = !n ? "no change" : nav.idx < 0 ? `${n} change${n > 1 ? "s" : ""} in view` : `${nav.idx + 1} of ${n} changes`;
+  }
+
+  // next / previous change: within the step, then on to the next (previous) step that changes something
+  function stepChange(d) {
+    if (data.passes[model.get("pass_index")].kir) return stepRewrite(d);
+    const n = nav.items.length;
+    if (n && (d > 0 ? nav.idx < n - 1 : nav.idx > 0)) {
+      nav.idx = d > 0 ? nav.idx + 1 : nav.idx - 1;
+      return focusChange();
+    }
+    const pi = model.get("pass_index");
+    const p = data.passes[pi];
+    const k = model.get("rewrite_index");
+    nav.pending = d > 0 ? "first" : "last";
+    if (k >= 1 && (d > 0 ? k < p.rewrites.length : k > 1)) return setRewrite(k + d);
+    for (let i = pi + d; i >= 0 && i < data.passes.length; i += d) {
+      if (data.passes[i].changed && !data.passes[i].kir) return setPass(i);
+    }
+    nav.pending = null;
+  }
+
+  function renderLegend(pair, specs) {
+    legendEl.replaceChildren();
+    const diff = specs.some((sp) => sp.opts.grey);
+    const sw = (fill, pen, text, dashed) => h("span", { class: "ci-legend-item" }, h("span", { class: "ci-swatch", style: `background:${fill};border:2px ${dashed ? "dashed" : "solid"} ${pen}` }), text);
+    legendEl.append(sw(DIFF.added.fill, DIFF.added.pen, "added"), sw(DIFF.removed.fill, DIFF.removed.pen, "removed", true), sw(DIFF.changed.fill, DIFF.changed.pen, "changed"));
+    if (diff) legendEl.append(sw(UNCHANGED.fill, UNCHANGED.pen, "unchanged"));
+    if (pair.rewrite) legendEl.append(sw("#fff", OUTLINE.matched, "matched by the rule"), sw("#fff", OUTLINE.produced, "produced by the rule"));
+    if (!diff) legendEl.append(h("span", { class: "ci-dim", text: " · other fills: op category (pale)" }));
   }
 
   // lay out the next step while the user looks at this one, so stepping forward is instant
@@ -874,6 +816,12 @@ function render({ model, el }) {
       renderGraph();
       return;
     }
+    if (id.startsWith("r")) {
+      const grp = rngByIndex[parseInt(id.slice(1), 10)];
+      if (grp !== undefined) sticky.rngOpen.add(grp);
+      renderGraph();
+      return;
+    }
     if (id.startsWith("n")) {
       model.set("selected_node", parseInt(id.slice(1), 10));
       model.save_changes();
@@ -907,8 +855,17 @@ function render({ model, el }) {
     detailEl.append(h("div", { class: "ci-d-diff", text: `+${added.size} added · −${removed.size} removed · ~${changed.size} changed` }));
     if (pair.rewrite) {
       const rw = pair.rewrite;
+      const produced = rw.produced.map((i) => `n${data.nodes[i].id}`);
       detailEl.append(
-        h("div", { class: "ci-d-rw" }, h("b", { text: rw.rule }), h("div", { class: "ci-dim", text: rw.loc }), h("div", { text: `matched ${rw.matched.join(", ")} → ${rw.replaced[0]} := ${typeof rw.replaced[1] === "string" ? rw.replaced[1] : rw.replaced[1].lit}` }))
+        h(
+          "div",
+          { class: "ci-d-rw" },
+          h("b", { text: rw.rule }),
+          h("div", { class: "ci-rw-loc" }, h("span", { class: "ci-dim", text: "rule defined at " }), h("code", { text: rw.loc || "(unknown)" })),
+          h("div", { text: `matched ${rw.matched.map((x) => `n${x}`).join(", ") || "–"} (outlined red)` }),
+          h("div", { text: `produced ${produced.join(", ") || "nothing"}${produced.length ? " (outlined blue)" : ""}` }),
+          rw.replaced[0] ? h("div", { text: `${nameOf(rw.replaced[0])} := ${nameOf(rw.replaced[1])}` }) : null
+        )
       );
     }
     const sel = model.get("selected_node");
@@ -921,8 +878,9 @@ function render({ model, el }) {
       }
       detailEl.append(box);
     }
+    if (sticky.rngOpen.size) detailEl.append(btn("collapse random numbers", "draw each Tensor.rand/randn as one box again", () => (sticky.rngOpen.clear(), renderGraph()), "ci-rng-collapse"));
     if (sel < 0) {
-      detailEl.append(h("div", { class: "ci-hint", text: "click a node for its details; click a kernel box to expand it" }));
+      detailEl.append(h("div", { class: "ci-hint", text: "click a node for its details; click a kernel or random-number box to expand it; n / p: next / previous change" }));
       return;
     }
     const n = findNode(sel);
@@ -930,9 +888,11 @@ function render({ model, el }) {
     const rec = n.rec;
     const table = h("table", { class: "ci-node-table" });
     const row = (k2, v) => table.append(h("tr", {}, h("th", { text: k2 }), h("td", {}, v)));
-    row("node", `${rec.out} (id ${rec.id})`);
+    row("node", `n${rec.id}`);
     row("op", rec.op);
-    row("reads", n.reads.map((r) => (typeof r === "string" ? r : r.lit)).join(", ") || "–");
+    row("value", rec.out ? nameOf(rec.out) : "–");
+    row("reads", n.reads.map(nameOf).join(", ") || "–");
+    if (rec.grp) row("part of", h("span", {}, "random numbers ", h("a", { href: "#", class: "ci-link", text: sticky.rngOpen.has(rec.grp) ? "(collapse)" : "", onclick: (e) => (e.preventDefault(), sticky.rngOpen.delete(rec.grp), renderGraph()) })));
     for (const [k2, v] of Object.entries(rec.attrs || {})) if (k2 !== "shape" && k2 !== "dtype") row(k2, String(v));
     row("shape", `(${rec.shape.join(", ")})`);
     row("dtype", rec.dtype);
@@ -950,7 +910,7 @@ function render({ model, el }) {
     const fu = fusionOf.get(rec.id);
     if (fu) row("fusion", `${fu.action}${fu.kernels.length ? ` → ${fu.kernels.join(", ")}` : ""}: ${fu.reason}`);
     const cl = nodeToC.get(rec.id);
-    if (cl && cl.length) row("C lines", h("a", { href: "#", class: "ci-link ci-goto-c", text: `${cl[0]}${cl.length > 1 ? `–${cl[cl.length - 1]}` : ""} (${cl.length} lines)`, onclick: (e) => (e.preventDefault(), gotoC({ node: rec.id })) }));
+    if (cl && cl.length) row("C lines", h("a", { href: "#", class: "ci-link ci-goto-c", text: compactRanges(cl), title: `${cl.length} lines`, onclick: (e) => (e.preventDefault(), gotoC({ node: rec.id })) }));
     else row("C lines", "–");
     detailEl.append(h("div", { class: "ci-d-title", text: "selected node" }), table);
   }
@@ -1024,14 +984,56 @@ function render({ model, el }) {
     }
   }
 
+  // show node `id` in the graph: selected, zoomed to and scrolled into view; on a graph over the node
+  // cap, its neighbourhood is drawn (see drawSpecs)
   function gotoNode(id) {
     showTab("graph");
+    nav.pendingNode = id;
+    const same = model.get("selected_node") === id;
     model.set("selected_node", id);
     model.save_changes();
-    setTimeout(() => {
-      const el2 = graphEl.querySelector(`#an${id}, #bn${id}, #dn${id}`);
-      if (el2 && el2.scrollIntoView) el2.scrollIntoView({ block: "center", inline: "center" });
-    }, 0);
+    if (same || !graphEl.querySelector(`#an${id}, #bn${id}, #dn${id}`)) renderGraph();
+    else {
+      nav.pendingNode = null;
+      focusIds([id], true);
+    }
+  }
+
+  // ---- the node list: every node of the current step that matches all the words typed
+  const valueNames = data.value_names || {};
+  const nameOf = (v) => (typeof v === "string" ? (valueNames[v] ? `${valueNames[v]} (${v})` : v) : v.lit);
+  function nodeHaystack(id, n) {
+    const r = n.rec;
+    const name = valueNames[r.out] || (r.attrs && r.attrs.name) || "";
+    return `n${id} ${r.op} ${r.out} ${name} ${r.src || ""} ${(r.src && data.source_lines[r.src]) || ""} ${r.grp ? "random" : ""}`.toLowerCase();
+  }
+  function renderNodeList() {
+    nodeListEl.replaceChildren();
+    const q = findIn.value.trim().toLowerCase();
+    if (!q) return;
+    const words = q.split(/\s+/);
+    const pair = currentPair();
+    const state = pair.after && pair.before ? unionState(pair.before, pair.after) : pair.after || pair.before;
+    if (!state) return;
+    const hits = [];
+    for (const [id, n] of state.nodes) {
+      const hay = nodeHaystack(id, n);
+      if (words.every((w) => hay.includes(w))) hits.push([id, n]);
+    }
+    nodeListEl.append(h("div", { class: "ci-dim", text: `${hits.length} of ${state.nodes.size} nodes match${hits.length > 200 ? " (first 200 listed)" : ""}` }));
+    for (const [id, n] of hits.slice(0, 200)) {
+      const r = n.rec;
+      const name = valueNames[r.out];
+      nodeListEl.append(
+        h(
+          "div",
+          { class: "ci-nodelist-item", "data-node": String(id), onclick: () => gotoNode(id) },
+          h("b", { text: `n${id}` }),
+          h("span", { text: ` ${r.op} → ${name ? `${name} (${r.out})` : r.out}  ${r.dtype}[${r.shape.join(",")}]` }),
+          r.src ? h("span", { class: "ci-dim", text: `  ${r.src}` }) : null
+        )
+      );
+    }
   }
 
   // ---- kernel view (codegen passes): kernel_view.js
@@ -1054,6 +1056,7 @@ function render({ model, el }) {
     fmtTime,
     scrollWithin,
     gotoC,
+    compactRanges,
     showNode: (id) => {
       model.set("rewrite_index", -1);
       model.set("pass_index", graphPassFor());
@@ -1080,7 +1083,7 @@ function render({ model, el }) {
     const tbl = h("table", { class: "ci-result-table" });
     tbl.append(h("tr", {}, ...["output", "shape", "dtype", "min", "max", "mean", "first values"].map((t) => h("th", { text: t }))));
     for (const o of res.outputs || []) {
-      tbl.append(h("tr", {}, ...[o.name, o.shape, o.dtype, o.min, o.max, o.mean, o.head].map((t) => h("td", { text: t === undefined ? "" : String(t) }))));
+      tbl.append(h("tr", {}, ...[o.name === undefined ? "" : nameOf(String(o.name)), o.shape, o.dtype, o.min, o.max, o.mean, o.head].map((t) => h("td", { text: t === undefined ? "" : String(t) }))));
     }
     rp.append(tbl);
     if (res.mismatch) rp.append(h("pre", { class: "ci-error", text: res.mismatch }));
@@ -1093,6 +1096,11 @@ function render({ model, el }) {
   hideChk.addEventListener("change", () => (model.set("hide_unchanged", hideChk.checked), model.save_changes()));
   collapseChk.addEventListener("change", () => (model.set("collapse_kernels", collapseChk.checked), model.save_changes()));
   hopsIn.addEventListener("change", () => (model.set("focus_hops", parseInt(hopsIn.value, 10) || 0), model.save_changes()));
+  followChk.addEventListener("change", () => {
+    sticky.follow = followChk.checked;
+    if (sticky.follow) focusChange();
+  });
+  findIn.addEventListener("input", () => renderNodeList());
   // keys typed inside the widget are ours: keep JupyterLab's notebook shortcuts (Enter, arrows, ...) out of it
   root.dataset.lmSuppressShortcuts = "true";
   root.addEventListener("keydown", (e) => {
@@ -1110,6 +1118,9 @@ function render({ model, el }) {
       d: () => (model.set("view", model.get("view") === "diff" ? "after" : "diff"), model.save_changes()),
       s: () => (model.set("view", model.get("view") === "side" ? "after" : "side"), model.save_changes()),
       k: () => (model.set("collapse_kernels", !model.get("collapse_kernels")), model.save_changes()),
+      n: () => stepChange(1),
+      p: () => stepChange(-1),
+      f: () => findIn.focus(),
     };
     const fn = keys[e.key];
     if (fn) {
@@ -1126,7 +1137,11 @@ function render({ model, el }) {
   model.on("change:kernel_line", onKernel);
   const onSelect = () => {
     if (data.passes[model.get("pass_index")].kir) return;
-    if (model.get("focus_hops") > 0) renderGraph();
+    const sel = model.get("selected_node");
+    const drawnSel = sel < 0 || drawn.some(({ spec }) => spec.opts.drawnAs && spec.opts.drawnAs.has(sel));
+    // drawn around the previous selection (a graph over the cap): redraw for the new one, or the cap
+    const aroundSel = drawn.some(({ spec }) => spec.aroundSel);
+    if (model.get("focus_hops") > 0 || !drawnSel || aroundSel) renderGraph();
     else {
       markSelection();
       renderDetails(currentPair());

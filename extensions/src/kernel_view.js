@@ -9,7 +9,7 @@ import { h } from "./dom.js";
 const MAX_ROWS = 3000; // listing rows drawn at once
 
 export function makeKernelView(ctx) {
-  const { data, model, graphEl, detailEl, nodeToC, fmtTime, scrollWithin, gotoC, showNode } = ctx;
+  const { data, model, graphEl, detailEl, nodeToC, fmtTime, scrollWithin, gotoC, showNode, compactRanges } = ctx;
   const kir = data.kir || { lines: [], origins: [], states: [] };
   const local = { side: "after" }; // which listing the selected line belongs to
 
@@ -181,7 +181,7 @@ export function makeKernelView(ctx) {
     if (p.error) detailEl.append(h("pre", { class: "ci-error", text: p.error }));
     const changed = p.kir.functions.filter((f) => f.changed).length;
     detailEl.append(h("div", { class: "ci-d-diff", text: `${changed} of ${p.kir.functions.length} functions changed · ${p.kir.n_steps} kernel-IR rewrites` }));
-    if (cur.step) detailEl.append(h("div", { class: "ci-d-rw" }, h("b", { text: cur.step.rule }), h("div", { class: "ci-dim", text: cur.step.loc }), h("div", { text: `in ${cur.step.fn}` })));
+    if (cur.step) detailEl.append(h("div", { class: "ci-d-rw" }, h("b", { text: cur.step.rule }), h("div", { class: "ci-rw-loc" }, h("span", { class: "ci-dim", text: "rule defined at " }), h("code", { text: cur.step.loc || "(unknown)" })), h("div", { text: `in ${cur.step.fn}` })));
     const ln = model.get("kernel_line");
     const si = local.side === "before" ? cur.before : cur.after;
     if (ln < 1 || si === null || si === undefined || ln > kir.states[si].lines.length) {
@@ -201,7 +201,7 @@ export function makeKernelView(ctx) {
     row(
       "C lines",
       lines.length
-        ? h("a", { href: "#", class: "ci-link ci-kir-goto-c", text: `${lines[0]}${lines.length > 1 ? `–${lines[lines.length - 1]}` : ""} (${lines.length} lines${direct ? "" : ", through its AIR nodes"})`, onclick: (e) => (e.preventDefault(), gotoC({ lines })) })
+        ? h("a", { href: "#", class: "ci-link ci-kir-goto-c", text: `${compactRanges(lines)}${direct ? "" : " (through its AIR nodes)"}`, title: `${lines.length} lines`, onclick: (e) => (e.preventDefault(), gotoC({ lines })) })
         : "–"
     );
     detailEl.append(h("div", { class: "ci-d-title", text: "selected statement" }), table);

@@ -107,3 +107,49 @@ def jupyter_lab(root_dir: Path, token: str = "catentest") -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def open_and_run_all(pw, chromium: str, base: str, notebook: str, errors: list[str]):
+    """Launch chromium, open ``notebook`` in the JupyterLab at ``base`` and run all its cells.
+
+    Page errors and caten console errors are appended to ``errors``. Returns (browser, page).
+    """
+    browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+
+    def on_console(m) -> None:
+        if m.type == "error" and "caten" in (m.text + str(m.location)).lower():
+            errors.append(f"console: {m.text}")
+
+    page.on("console", on_console)
+    page.goto(f"{base}/lab/tree/{notebook}?token=catentest")
+    page.wait_for_selector(".jp-Notebook", timeout=90_000)
+    page.wait_for_selector("text=/\\| Idle/", timeout=90_000)
+    page.click("text=Run", timeout=10_000)
+    page.click("text=Run All Cells", timeout=10_000)
+    return browser, page
+
+
+def wait_inspector_ready(page, nth: int = 0, pass_index=None, rewrite=None, timeout: int = 60_000) -> None:
+    """Wait until the ``nth`` Inspector on the page has drawn (at that pass / rewrite, if given)."""
+    cond = "el && el.dataset.state === 'ready'"
+    if pass_index is not None:
+        cond += f" && el.dataset.pass === '{pass_index}'"
+    if rewrite is not None:
+        cond += f" && el.dataset.rewrite === '{rewrite}'"
+    page.wait_for_function(
+        f"() => {{ const el = document.querySelectorAll('.caten-inspector')[{nth}]; return {cond}; }}",
+        timeout=timeout,
+    )
+
+
+def playwright_and_chromium():
+    """(playwright.sync_api, chromium path) for a browser test; skips it when either is missing."""
+    import pytest
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    chromium, reason = find_chromium(install=True)
+    if chromium is None:
+        pytest.skip(reason)
+    return sync_api, chromium

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from .lab_server import CHROMIUM_ARGS, REPO, find_chromium, jupyter_lab
+from .lab_server import CHROMIUM_ARGS, REPO, find_chromium, jupyter_lab, wait_inspector_ready
 
 pytestmark = pytest.mark.slow
 
@@ -105,15 +105,7 @@ def _render_ms(page) -> float:
 
 
 def _wait_ready(page, pass_index=None, rewrite=None, timeout=60_000, nth=0):
-    cond = "el && el.dataset.state === 'ready'"
-    if pass_index is not None:
-        cond += f" && el.dataset.pass === '{pass_index}'"
-    if rewrite is not None:
-        cond += f" && el.dataset.rewrite === '{rewrite}'"
-    page.wait_for_function(
-        f"() => {{ const el = document.querySelectorAll('.caten-inspector')[{nth}]; return {cond}; }}",
-        timeout=timeout,
-    )
+    wait_inspector_ready(page, nth, pass_index=pass_index, rewrite=rewrite, timeout=timeout)
 
 
 def _highlight_visible(page, nth: int) -> bool:
