@@ -32,6 +32,7 @@ from caten_lab.passes.base import PassContext
 from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule, graph_symbols
 from caten_lab.runtime.fastcall import input_array, output_array
+from caten_lab.type_words import a_type
 
 _SHAPE = operator.attrgetter("shape")
 
@@ -431,7 +432,7 @@ def compile(  # noqa: A001 - the public name the contract asks for
     if safety not in (0, 1, 2):
         raise CatenError(f"safety must be 0, 1 or 2, got {safety!r}")
     if not isinstance(graph, Graph):
-        raise CatenError(f"compile() needs an AIR Graph, got {type(graph).__name__}")
+        raise CatenError(f"compile() needs an AIR Graph, got {a_type(graph)}")
     if not graph.outputs:
         raise CatenError("the graph has no outputs", hint="mark_output(value) for every result you want back")
     t0 = time.perf_counter()

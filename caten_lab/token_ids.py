@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from caten_lab.errors import CatenError
+from caten_lab.type_words import a_type
 
 __all__ = ["check_token_ids"]
 
@@ -37,7 +38,7 @@ def check_token_ids(ids: object, vocab_size: int, what: str = "token ids") -> li
         return [int(v) for v in flat.tolist()]
     if isinstance(ids, str | bytes) or not hasattr(ids, "__iter__"):
         raise CatenError(
-            f"{what}: expected a sequence of integer token ids, got {type(ids).__name__}",
+            f"{what}: expected a sequence of integer token ids, got {a_type(ids)}",
             hint="tokenize text first (e.g. GPT2Tokenizer.encode(text))",
         )
     seq = ids if isinstance(ids, list | tuple | range) else list(ids)  # type: ignore[call-overload]

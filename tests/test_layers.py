@@ -26,7 +26,7 @@ ROOT = "caten_lab"
 # workflow < notebook). A module may import its own layer and the layers below; the root package
 # (caten_lab/__init__.py, the public facade) is above every layer and no module imports it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "config", "token_ids", "formats", "version"),
+    ("errors", "config", "token_ids", "formats", "version", "type_words"),
     ("air",),
     ("passes",),
     ("codegen",),

@@ -13,6 +13,7 @@ from caten_lab.air.ops import OPS, attrs_items, make_attrs
 from caten_lab.air.symbolic import Expr
 from caten_lab.air.value import Value
 from caten_lab.errors import AirError
+from caten_lab.type_words import a_type
 
 FORMAT = "caten_lab.air"
 VERSION = 1
@@ -105,7 +106,7 @@ def from_json(obj: dict | str) -> Graph:
         except json.JSONDecodeError as exc:
             raise AirError(f"AIR JSON is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
-        raise AirError(f"AIR JSON must be an object, got {type(obj).__name__}")
+        raise AirError(f"AIR JSON must be an object, got {a_type(obj)}")
     if obj.get("format") != FORMAT:
         raise AirError(
             f"not a caten_lab AIR graph (format={obj.get('format')!r})",

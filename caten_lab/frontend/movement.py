@@ -20,6 +20,7 @@ from caten_lab.frontend.lazy import LazyNode
 from caten_lab.frontend.promote import literal
 from caten_lab.frontend.source import user_source
 from caten_lab.frontend.view import View
+from caten_lab.type_words import a_type
 
 if TYPE_CHECKING:
     from caten_lab.frontend.tensor import Tensor
@@ -306,7 +307,7 @@ class MovementMixin:
         elif isinstance(value, (int, float, bool, np.generic)):
             src = literal(value.item() if isinstance(value, np.generic) else value, self.dtype)
         else:
-            raise DTypeError(f"setitem: cannot assign a {type(value).__name__}", where=user_source())
+            raise DTypeError(f"setitem: cannot assign {a_type(value)}", where=user_source())
         root = node
         while root.op == "store":
             root = root.srcs[0]

@@ -16,6 +16,7 @@ from caten_lab.air.symbolic import Dim
 from caten_lab.frontend.errors import AxisError, DTypeError, ShapeError, fmt_shape
 from caten_lab.frontend.promote import promote
 from caten_lab.frontend.source import user_source
+from caten_lab.type_words import a_type
 
 if TYPE_CHECKING:
     from caten_lab.frontend.tensor import Tensor
@@ -164,9 +165,7 @@ class ReduceMixin:
         """NumPy matmul: 1-d operands are promoted and squeezed, batch axes broadcast."""
         t = type(self)
         if not isinstance(other, t):
-            raise DTypeError(
-                f"matmul: operand must be a Tensor, got {type(other).__name__}", where=user_source()
-            )
+            raise DTypeError(f"matmul: operand must be a Tensor, got {a_type(other)}", where=user_source())
         a, b = self, other
         if a.ndim == 0 or b.ndim == 0:
             raise ShapeError(

@@ -21,6 +21,7 @@ from caten_lab.formats.safetensors_header import TensorEntry
 from caten_lab.formats.strict_json import loads_strict
 from caten_lab.models.weight_files import GGUFFile, import_gguf, open_checked, read_safetensors, tensor_array
 from caten_lab.nn.gpt2 import GPT2Config
+from caten_lab.type_words import a_type
 
 __all__ = ["GPT2Weights", "WeightsError", "config_from_dict", "expected_shapes", "gguf_tensor_name", "load_gguf", "load_hf_dir",
            "open_checked", "read_safetensors", "save_gguf", "validate_state_dict"]
@@ -60,7 +61,7 @@ def config_from_dict(d: dict, where: str = "config") -> GPT2Config:
     ignored: ``scale_attn_by_inverse_layer_idx``, ``scale_attn_weights=False``,
     ``reorder_and_upcast_attn``, ``add_cross_attention``, untied embeddings, other activations."""
     if not isinstance(d, dict):
-        raise _config_error(where, f"config is a {type(d).__name__}, not a JSON object")
+        raise _config_error(where, f"config is {a_type(d)}, not a JSON object")
     missing = [k for k in _CONFIG_INTS if k not in d]
     if missing:
         raise _config_error(where, f"missing GPT-2 config keys {missing}", hint="is this a GPT-2 config.json?")

@@ -14,6 +14,7 @@ from typing import Any
 
 from caten_lab.formats.rules import WeightsError
 from caten_lab.nn.rope import LAYOUTS, SCALING_KEYS, scaling_type
+from caten_lab.type_words import a_type
 
 
 @dataclass
@@ -74,7 +75,7 @@ class LlamaConfig:
     def from_hf_dict(d: Mapping[str, Any], where: str = "config.json") -> LlamaConfig:
         """A config.json dict (old ``rope_theta`` + ``rope_scaling`` or transformers 5 ``rope_parameters``)."""
         if not isinstance(d, Mapping):
-            raise _error(where, f"config is a {type(d).__name__}, not a JSON object")
+            raise _error(where, f"config is {a_type(d)}, not a JSON object")
         if d.get("model_type", "llama") != "llama":
             raise _error(where, f"model_type is {d.get('model_type')!r}, expected 'llama'")
         for key in d:

@@ -1,5 +1,5 @@
 """The notebook workbench: ``%%caten``, the Inspector widget, static reports, the pass debugger,
-the miscompile bisector and the GPT-2 runner. Submodules are imported on first use so that
+the miscompile bisector and the generator widget (streams tokens from any generator, e.g. GPT-2). Submodules are imported on first use so that
 ``import caten_lab`` stays cheap and works without a widget front-end."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ _LAZY = {
     "inspect": ("caten_lab.notebook.inspector", "Inspector"),
     "PassDebugger": ("caten_lab.notebook.debugger", "PassDebugger"),
     "bisect_miscompile": ("caten_lab.notebook.bisect", "bisect_miscompile"),
-    "GPT2Runner": ("caten_lab.notebook.runner", "GPT2Runner"),
+    "GeneratorWidget": ("caten_lab.notebook.runner", "GeneratorWidget"),
     "logits_generator": ("caten_lab.notebook.runner", "logits_generator"),
     "load_ipython_extension": ("caten_lab.notebook.magic", "load_ipython_extension"),
 }

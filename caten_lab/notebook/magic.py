@@ -30,6 +30,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.errors import CatenError, notebook_cell_name
 from caten_lab.notebook import compile_bridge
 from caten_lab.notebook.summary import output_names, result_summary
+from caten_lab.type_words import a_type
 from caten_lab.version import __version__
 
 PANES = ("graph", "profile", "c", "result")
@@ -411,7 +412,7 @@ def _to_graph(value: Any, ns: dict[str, Any], inputs_var: str | None) -> tuple[G
     if tensors is None:
         raise CatenCellError(
             [
-                f"caten: the cell's result is a {type(value).__name__}, which caten cannot compile",
+                f"caten: the cell's result is {a_type(value)}, which caten cannot compile",
                 "  end the cell with caten tensors (one, or a list/tuple/dict of them), an AIR Graph, "
                 "a compiled Program or a PassTrace",
             ]

@@ -1,4 +1,5 @@
-"""The GPT-2 runner widget: prompt box, sampling options, Generate/Stop, tokens streamed as produced.
+"""``GeneratorWidget``, the text-generation widget (e.g. over the compiled GPT-2 model runner):
+prompt box, sampling options, Generate/Stop, tokens streamed as produced.
 
 It is written against a small protocol so it works with any generator (the compiled GPT-2 workflow,
 a PyTorch reference, a fake in tests)::
@@ -29,8 +30,8 @@ Token = tuple[int, str, "list[tuple[str, float]] | None"]
 Generator = Callable[..., Iterator[Token]]
 
 
-class GPT2Runner(anywidget.AnyWidget):
-    """``GPT2Runner(generate, prompt="Hello")``: a text-generation UI over any token generator."""
+class GeneratorWidget(anywidget.AnyWidget):
+    """``GeneratorWidget(generate, prompt="Hello")``: a text-generation UI over any token generator."""
 
     _esm = STATIC / "runner.js"
     _css = STATIC / "runner.css"
@@ -52,7 +53,7 @@ class GPT2Runner(anywidget.AnyWidget):
     def __init__(self, generate: Generator, **kwargs: Any) -> None:
         if not callable(generate):
             raise TypeError(
-                "GPT2Runner needs a callable generate(prompt, **options) -> iterator of "
+                "GeneratorWidget needs a callable generate(prompt, **options) -> iterator of "
                 "(token_id, text, probs)"
             )
         super().__init__(**kwargs)

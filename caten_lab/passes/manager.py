@@ -18,6 +18,7 @@ from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.errors import CatenError, CompileError
 from caten_lab.passes.base import Pass, PassContext
 from caten_lab.passes.trace import KERNEL_IR, PassRecord, PassTrace
+from caten_lab.type_words import a_type
 
 
 @dataclass
@@ -44,7 +45,7 @@ class PassManager:
         self.verify = verify
         if kernel_check is not None and not callable(kernel_check):
             raise CompileError(
-                f"kernel_check must be a function of the kernel program, not {type(kernel_check).__name__} "
+                f"kernel_check must be a function of the kernel program, not {a_type(kernel_check)} "
                 f"{kernel_check!r:.60}",
                 hint="PassManager(passes, verify=True, kernel_check=caten_lab.codegen.kir_check.validate)",
             )

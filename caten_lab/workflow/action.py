@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from caten_lab.errors import CatenError, ShapeError
+from caten_lab.type_words import a_type
 from caten_lab.workflow import ir
 from caten_lab.workflow.cgen import render_c
 from caten_lab.workflow.infer import TypeInfo, infer
@@ -145,7 +146,8 @@ def _check_scalar(fname: str, pname: str, t: ScalarType, value: object) -> None:
                 raise CatenError(f"{fname}: argument {pname!r} = {value} does not fit in {t.name}")
     if not ok:
         raise CatenError(
-            f"{fname}: argument {pname!r} must be {t.name}, got {type(value).__name__} {value!r}",
+            f"{fname}: argument {pname!r} must be {t.name}, got {a_type(value)}"
+            + ("" if value is None else f" {value!r}"),
             hint=f"convert it, e.g. {t.name}(x)",
         )
 
@@ -153,7 +155,7 @@ def _check_scalar(fname: str, pname: str, t: ScalarType, value: object) -> None:
 def _check_array(fname: str, pname: str, t: ArrayType, value: object, symbols: dict[str, int]) -> None:
     if not isinstance(value, np.ndarray):
         raise CatenError(
-            f"{fname}: argument {pname!r} must be a NumPy array {t!r}, got {type(value).__name__}"
+            f"{fname}: argument {pname!r} must be a NumPy array {t!r}, got {a_type(value)}"
         )
     if value.dtype != np.dtype(t.dtype.np_dtype):
         raise ShapeError(

@@ -26,6 +26,7 @@ from caten_lab.errors import CatenError
 from caten_lab.models import registry
 from caten_lab.models.loader import load_model
 from caten_lab.models.sampling import SamplingOptions
+from caten_lab.type_words import a_type
 from caten_lab.workflow.chat_template import ChatTemplate
 from caten_lab.workflow.tokenizers import tokenizer_from_gguf
 
@@ -173,7 +174,7 @@ class ChatSession:
         """:meth:`reply` token by token: (token id, the text it completes — often "" inside a character).
         Bytes still incomplete when the answer ends come last as (-1, text with U+FFFD)."""
         if not isinstance(text, str):
-            raise CatenError(f"a chat message is text, got {type(text).__name__}")
+            raise CatenError(f"a chat message is text, got {a_type(text)}")
         self.messages.append({"role": "user", "content": text})
         try:
             ids, dropped = self.prompt_ids()
@@ -218,7 +219,7 @@ class ChatSession:
             yield -1, tail
 
     def generator(self) -> Callable[..., Iterator[tuple[int, str, None]]]:
-        """This chat in the runner widget's protocol (caten_lab.notebook.GPT2Runner): each Generate is one
+        """This chat in the generator widget's protocol (caten_lab.notebook.GeneratorWidget): each Generate is one
         turn of the conversation, with the widget's sampling options."""
 
         def generate(prompt: str, *, max_new_tokens: int = 256, temperature: float = 0.0, top_k: int = 0,

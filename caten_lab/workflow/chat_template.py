@@ -31,6 +31,7 @@ import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from caten_lab.errors import CatenError
+from caten_lab.type_words import a_type
 
 TEMPLATE_FILE = "<chat template>"
 
@@ -141,7 +142,7 @@ def _plain(value: Any, where: str) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
     raise ChatTemplateError(
-        f"{where} is a {type(value).__name__}; a chat template only sees str, numbers, "
+        f"{where} is {a_type(value)}; a chat template only sees str, numbers, "
         "bools, None, lists and dicts",
         hint="convert it to plain data first",
     )
@@ -187,7 +188,7 @@ def check_messages(messages: object) -> list[dict[str, Any]]:
     """``messages`` as plain dicts, each with a string ``role``; anything else is a clear error."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise ChatTemplateError(
-            f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got {type(messages).__name__}",
+            f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got {a_type(messages)}",
             hint='e.g. [{"role": "user", "content": "Hello"}]',
         )
     out = []

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from caten_lab.models.loader import architecture
+from caten_lab.type_words import a_type
 from caten_lab.workflow.c_library import Exported, WorkflowC, check_weight_format, export_library
 from caten_lab.workflow.cgen import render_c
 from caten_lab.workflow.generation import emit_token, generate_loop, model_forward
@@ -174,7 +175,7 @@ def export(workflow: Any, directory: str | os.PathLike, *, weight_format: str | 
     """
     if not isinstance(workflow, GenerationWorkflow) and getattr(workflow, "kind", None) != "perplexity":
         raise ExportError(
-            f"export() takes a workflow, got {type(workflow).__name__}",
+            f"export() takes a workflow, got {a_type(workflow)}",
             hint="build one with generation_workflow(model_dir) or perplexity_workflow(...)",
         )
     workflow = with_weight_format(workflow, weight_format)

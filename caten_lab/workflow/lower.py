@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from caten_lab.errors import CatenError
 from caten_lab.errors import where as user_where
+from caten_lab.type_words import a_type
 from caten_lab.workflow import ir
 from caten_lab.workflow.types import LOCAL_MAX_BYTES, ArrayType, Local, LocalType, ScalarType
 
@@ -685,7 +686,7 @@ class _Lowerer:
             return ir.Const(v, line)  # a module-level constant, captured when the action is defined
         raise self.error(
             e,
-            f"{e.id!r} is a {type(v).__name__}: actions may read only their parameters, "
+            f"{e.id!r} is {a_type(v)}: actions may read only their parameters, "
             "locals and module-level int/float/bool constants",
             hint="pass arrays as Array parameters; call other actions directly",
         )

@@ -68,8 +68,8 @@ CASES: list[Case] = [
     ("chat template: syntax error", template_syntax_error, ChatTemplateError, ("does not compile", "line 2")),
     ("chat template: raise_exception", template_refuses, ChatTemplateError,
      ("refused the conversation: no tools here", "line 1")),
-    ("chat template: messages not a list", messages_not_a_list, ChatTemplateError, ("list of", "got str")),
+    ("chat template: messages not a list", messages_not_a_list, ChatTemplateError, ("list of", "got a string")),
     ("chat template: message without role", message_without_role, ChatTemplateError, ("messages[0]", "'role'")),
     ("chat: max_tokens 0", chat_zero_max_tokens, CatenError, ("max_tokens must be a positive int",)),
-    ("chat: message not text", chat_message_not_text, CatenError, ("a chat message is text, got int",)),
+    ("chat: message not text", chat_message_not_text, CatenError, ("a chat message is text, got an int",)),
 ]

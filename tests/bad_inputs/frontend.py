@@ -115,7 +115,7 @@ def where_string_branch() -> None:
 CASES: list[Case] = [
     ("frontend: setitem value shape", setitem_wrong_shape, ShapeError, ("setitem", "(2, 2) and (3,)", "broadcast")),
     ("frontend: setitem value rank", setitem_value_of_higher_rank, ShapeError, ("setitem", "does not fit the window")),
-    ("frontend: setitem str value", setitem_not_a_number, DTypeError, ("setitem", "cannot assign a str")),
+    ("frontend: setitem str value", setitem_not_a_number, DTypeError, ("setitem", "cannot assign a string")),
     ("frontend: setitem list value", setitem_list_value, DTypeError, ("setitem", "cannot assign a list")),
     ("frontend: setitem into a view", setitem_into_view, SliceError, ("cannot assign into a view",)),
     ("frontend: setitem index out of range", setitem_out_of_range, SliceError, ("index 5", "out of range")),

@@ -138,7 +138,7 @@ CASES: list[Case] = [
     ("trace: verify with kernel_check names the pass that broke the kernel IR", kernel_check_catches_a_broken_pass,
      CompileError, ("the kernel program is broken after pass 'ghost' (#1)", "ghost", "program_at")),
     ("trace: kernel_check not callable", kernel_check_not_callable, CompileError,
-     ("kernel_check must be a function of the kernel program, not str",)),
+     ("kernel_check must be a function of the kernel program, not a string",)),
     ("trace: a rewrite that does not replay", _program_changed_outside_rewrites, CompileError,
      ("kernel-IR rewrite 2 ('emptied') of pass 'sneaky' (#1) does not replay", "outside its recorded rewrites")),
     ("inspector: unknown kernel", inspector_unknown_kernel, CatenError,

@@ -358,7 +358,7 @@ CASES: list[Case] = [
     ("magic: unbalanced double quote", magic_unbalanced_double_quote, CatenError,
      ("UsageError: %%caten: cannot split the options", "No closing quotation")),
     ("magic: unbalanced single quote", magic_unbalanced_single_quote, CatenError, ("No closing quotation",)),
-    ("export: not a workflow", export_not_a_workflow, CatenError, ("export() takes a workflow, got int",)),
+    ("export: not a workflow", export_not_a_workflow, CatenError, ("export() takes a workflow, got an int",)),
     ("export: name not a C identifier", export_name_not_an_identifier, CatenError,
      ("workflow name 'my-gpt' must be a C identifier",)),
     ("export: unknown weight format", export_unknown_weight_format, CatenError,

@@ -40,8 +40,8 @@ def test_good_ids_come_back_as_python_ints():
         (np.array([True]), "prompt: token ids must be integers, got an array of bool (item 0 is True)"),
         (np.array([1, 2, 99]), "prompt: item 2 = 99 is outside the vocabulary 0..9"),
         (np.array([-3], np.int8), "prompt: item 0 = -3 is outside the vocabulary 0..9"),
-        ("12", "prompt: expected a sequence of integer token ids, got str"),
-        (7, "prompt: expected a sequence of integer token ids, got int"),
+        ("12", "prompt: expected a sequence of integer token ids, got a string"),
+        (7, "prompt: expected a sequence of integer token ids, got an int"),
     ],
 )
 def test_bad_ids_name_the_item_and_its_index(ids, msg):

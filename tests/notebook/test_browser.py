@@ -1,6 +1,6 @@
 """Real-browser test: JupyterLab + Debian's chromium driven by Playwright (never `playwright install`).
 
-Opens a notebook that runs ``%%caten`` on a small transformer-style block and the GPT-2 runner over
+Opens a notebook that runs ``%%caten`` on a small transformer-style block and the generator widget over
 a fake generator; steps through every pass and every rewrite of one pass, checks the drawn graph
 changes, opens a node's C lines, streams tokens, asserts no JavaScript errors, prints the per-step
 time and saves screenshots (to assets/ with CATEN_UPDATE_SCREENSHOTS=1, for the README; else to a
@@ -33,15 +33,15 @@ logits = model(tokens, 0)
 (logits * 1.0 + 0.0) / 1.0
 """
 
-CELL_RUNNER = """# the GPT-2 runner widget over the bundled tiny GPT-2 (compiled to C) and its byte-level BPE tokenizer
+CELL_RUNNER = """# the generator widget over the bundled tiny GPT-2 (compiled to C) and its byte-level BPE tokenizer
 from caten_lab.cli import BUNDLED_MODEL
-from caten_lab.models.gpt2 import GPT2Runner as CompiledGPT2
-from caten_lab.notebook import GPT2Runner, logits_generator
+from caten_lab.models.gpt2 import GPT2Runner
+from caten_lab.notebook import GeneratorWidget, logits_generator
 from caten_lab.workflow.tokenizers import GPT2Tokenizer
 tok = GPT2Tokenizer.from_files(BUNDLED_MODEL / "vocab.json", BUNDLED_MODEL / "merges.txt")
-gpt2 = CompiledGPT2.from_pretrained(BUNDLED_MODEL)
+gpt2 = GPT2Runner.from_pretrained(BUNDLED_MODEL)
 generate = logits_generator(gpt2.forward, tok.encode, tok.decode, reset=gpt2.reset)
-runner = GPT2Runner(generate, prompt="ROMEO:\\n", max_new_tokens=12, show_probs=True)
+runner = GeneratorWidget(generate, prompt="ROMEO:\\n", max_new_tokens=12, show_probs=True)
 runner
 """
 
@@ -357,7 +357,7 @@ def test_inspector_in_jupyterlab(tmp_path):
             insp.locator(".ci-svg").click()
         assert download.value.suggested_filename.endswith("_simplify.svg")
 
-        # the GPT-2 runner streams tokens from the fake generator
+        # the generator widget streams tokens from the fake generator
         page.locator(".caten-runner .cr-generate").click()
         try:
             page.wait_for_function(

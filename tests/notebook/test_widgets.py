@@ -12,7 +12,7 @@ import traitlets
 
 from caten_lab.errors import CompileError
 from caten_lab.notebook.inspector import Inspector
-from caten_lab.notebook.runner import GPT2Runner
+from caten_lab.notebook.runner import GeneratorWidget
 from caten_lab.passes import FunctionPass
 
 from .conftest import pipeline, small_graph
@@ -132,7 +132,7 @@ def fake_generate(prompt, *, max_new_tokens, temperature, top_k, top_p, seed):
 
 
 def test_runner_streams_tokens_and_counts():
-    r = GPT2Runner(fake_generate, prompt="Say:", max_new_tokens=6)
+    r = GeneratorWidget(fake_generate, prompt="Say:", max_new_tokens=6)
     text = r.run()
     assert text == "Hello, world!Hello,"
     assert r.n_tokens == 6 and not r.running and r.tokens_per_s > 0 and r.error == ""
@@ -151,7 +151,7 @@ def test_runner_generate_and_stop_from_the_browser():
             time.sleep(0.005)
             yield i, "a", None
 
-    r = GPT2Runner(slow, prompt="p", max_new_tokens=5000)
+    r = GeneratorWidget(slow, prompt="p", max_new_tokens=5000)
     _custom_from_front_end(r, {"type": "generate"})
     deadline = time.time() + 10
     while r.n_tokens < 3 and time.time() < deadline:
@@ -169,11 +169,11 @@ def test_runner_passes_only_the_options_the_generator_takes_and_reports_errors()
         yield 1, "x", None
         raise RuntimeError("model exploded")
 
-    r = GPT2Runner(minimal, max_new_tokens=3)
+    r = GeneratorWidget(minimal, max_new_tokens=3)
     r.run()
     assert seen == {"max": 3} and r.generated == "x" and "model exploded" in r.error
     with pytest.raises(TypeError):
-        GPT2Runner("not callable")
+        GeneratorWidget("not callable")
 
 
 def test_runner_over_a_real_caten_gpt2_step_function():
@@ -185,7 +185,7 @@ def test_runner_over_a_real_caten_gpt2_step_function():
     encode = lambda s: [ord(c) % 32 for c in s]  # noqa: E731 - a toy byte tokenizer
     decode = lambda ids: "".join(chr(65 + i) for i in ids)  # noqa: E731
     gen = logits_generator(model.step, encode, decode, reset=model.reset_cache, top_probs=3)
-    r = GPT2Runner(gen, prompt="hello", max_new_tokens=6, temperature=0.0)
+    r = GeneratorWidget(gen, prompt="hello", max_new_tokens=6, temperature=0.0)
     r.run()
     expected = model.generate(encode("hello"), 6)[len("hello") :]
     assert [t[0] for t in r.tokens] == expected and r.generated == decode(expected)

@@ -42,6 +42,8 @@ def kernel_env(tmp_path_factory):
         "OMP_WAIT_POLICY": "PASSIVE",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_VERBOSITY": "error",
+        # the kernel imports this checkout's caten_lab, whatever the venv's editable install points at
+        "PYTHONPATH": os.pathsep.join(p for p in (str(NOTEBOOKS.parent), os.environ.get("PYTHONPATH")) if p),
     }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel process inherits this process's environment
@@ -84,7 +86,9 @@ class Executed:
         return [f"{o.ename}: {o.evalue}" for o in self.outputs() if o.output_type == "error"]
 
 
-def run_notebook(name: str) -> Executed:
+def run_notebook(name: str, cwd: Path) -> Executed:
+    """Run a notebook in a kernel whose working directory is ``cwd``: not notebooks/, so a notebook that
+    finds files relative to where it is opened (``Path("..") / "assets"``) fails here."""
     path = NOTEBOOKS / f"{name}.ipynb"
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
@@ -92,7 +96,7 @@ def run_notebook(name: str) -> Executed:
         timeout=CELL_TIMEOUT_S,
         kernel_name="python3",
         allow_errors=True,  # run every cell, then report all failures at once
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
+        resources={"metadata": {"path": str(cwd)}},
     )
     client.execute()
     ex = Executed(nb)
@@ -118,39 +122,50 @@ def test_notebook_is_stored_without_outputs(name):
     )
 
 
-def test_01_quick_tour(kernel_env):
-    ex = run_notebook("01_quick_tour")
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_finds_files_without_relative_paths(name):
+    """A notebook must run from any directory: repository files are found from the package
+    (``caten_lab.cli.BUNDLED_MODEL``), never as ``Path("..")`` / ``"../assets"`` from notebooks/."""
+    nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8"))
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert 'Path("..")' not in code and '"../' not in code and "'../" not in code, name
+
+
+def test_01_quick_tour(tmp_path, kernel_env):
+    ex = run_notebook("01_quick_tour", tmp_path)
     text = ex.text()
-    assert "rows sum to 1: True" in text
+    assert "between 0 and log(10): True" in text
     assert "matches the NumPy interpreter" in text
+    assert "x*1 -> x ×1" in text and "cse: exp2 ×1" in text  # the passes the text points at did something
+    assert "3 kernels" in text
     assert WIDGET_MIME in ex.mimes()  # the Inspector widget was displayed
     assert "image/png" in ex.mimes()  # the profile chart
 
 
-def test_02_air_graph(kernel_env):
-    text = run_notebook("02_air_graph").text()
+def test_02_air_graph(tmp_path, kernel_env):
+    text = run_notebook("02_air_graph", tmp_path).text()
     assert "same structure, same hash: True" in text and "after changing one operand: False" in text
     assert "after 3 rewrite(s): 3 nodes" in text
     assert "still correct: True" in text
 
 
-def test_03_passes(kernel_env):
-    text = run_notebook("03_passes").text()
+def test_03_passes(tmp_path, kernel_env):
+    text = run_notebook("03_passes", tmp_path).text()
     assert "{'x + x -> x * 2': 1}" in text  # the custom RewritePass fired
     assert "op histogram after dce:" in text and "still correct: True" in text
     assert "miscompile in pass 'relu_is_identity'" in text and "rewrite #1" in text  # the bisector found it
 
 
-def test_04_loops_to_c(kernel_env):
-    text = run_notebook("04_loops_to_c").text()
+def test_04_loops_to_c(tmp_path, kernel_env):
+    text = run_notebook("04_loops_to_c", tmp_path).text()
     assert "FOR l0 in [0, S_rows)" in text  # the loop IR keeps the symbolic size
     assert "rows=5 matches NumPy: True" in text
     assert "caught SymbolError (a CatenError)" in text and "the window needs pos <= 4" in text  # at entry
     assert "warm:" in text and "cached=True" in text
 
 
-def test_05_gpt2(kernel_env):
-    ex = run_notebook("05_gpt2")
+def test_05_gpt2(tmp_path, kernel_env):
+    ex = run_notebook("05_gpt2", tmp_path)
     text = ex.text()
     assert "ROMEO:\nBut soft, what light" in text
     stats = next(line for line in text.splitlines() if "tokens · first token after" in line)
@@ -158,14 +173,14 @@ def test_05_gpt2(kernel_env):
     assert "same next token: True" in text  # agrees with transformers
     for fmt in ("fp16", "int8"):
         assert any(line.startswith(fmt) for line in text.splitlines()), fmt
-    assert WIDGET_MIME in ex.mimes()  # the runner widget
-    # the text the runner widget generated is printed (repr of a non-empty string)
+    assert WIDGET_MIME in ex.mimes()  # the generator widget
+    # the text the generator widget generated is printed (repr of a non-empty string)
     widget_text = [line for line in text.splitlines() if line.startswith(("'", '"')) and len(line) > 2]
     assert widget_text, text[-2000:]
 
 
-def test_06_workflows(kernel_env):
-    text = run_notebook("06_workflows").text()
+def test_06_workflows(tmp_path, kernel_env):
+    text = run_notebook("06_workflows", tmp_path).text()
     line = next(ln for ln in text.splitlines() if ln.startswith("interpreted:"))
     _, ours, _, ref, *_ = line.split()
     assert ours == ref
@@ -177,8 +192,8 @@ def test_06_workflows(kernel_env):
     assert "exported program ran without Python" in text
 
 
-def test_07_performance(kernel_env):
-    ex = run_notebook("07_performance")
+def test_07_performance(tmp_path, kernel_env):
+    ex = run_notebook("07_performance", tmp_path)
     text = ex.text()
     assert "fitted exponent of the pass time:" in text
     assert "same greedy tokens: True" in text
@@ -186,15 +201,15 @@ def test_07_performance(kernel_env):
     assert "image/png" in ex.mimes()
 
 
-def test_08_real_llm(kernel_env, smollm2_gguf, monkeypatch):
+def test_08_real_llm(tmp_path, kernel_env, smollm2_gguf, monkeypatch):
     monkeypatch.setenv("CATEN_SMOLLM2", str(smollm2_gguf))  # before the kernel starts: it inherits it
-    ex = run_notebook("08_real_llm")
+    ex = run_notebook("08_real_llm", tmp_path)
     text = ex.text()
     assert f"{smollm2_gguf} " in text  # the fixture's file, not a download
     assert "tensor types: {'Q8_0': 1, 'F32': 61, 'Q4_1': 210}" in text
     assert "<|im_start|>assistant" in text and "an answer ends at: ['<|im_end|>']" in text
     assert "Paris" in text  # the streamed greedy answer (tests/workflow/test_chat_real.py: as transformers)
-    assert WIDGET_MIME in ex.mimes()  # the runner widget, and the Inspector
+    assert WIDGET_MIME in ex.mimes()  # the generator widget, and the Inspector
     widget_text = [line for line in text.splitlines() if line.startswith(("'", '"')) and len(line) > 2]
     assert widget_text, text[-2000:]
     nodes, kernels = next(ln for ln in text.splitlines() if ln.startswith("one block:")).split()[2:6:3]

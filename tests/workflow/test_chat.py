@@ -199,7 +199,7 @@ def test_runner_widget_protocol(template):
     widgets = pytest.importorskip("caten_lab.notebook.runner")
     runner = ScriptedRunner([ids_of(ANSWER), ids_of("Second.")])
     session = chat.ChatSession(runner, ByteTokenizer(), template)
-    ui = widgets.GPT2Runner(session.generator(), prompt="Salut", max_new_tokens=100, temperature=0.0)
+    ui = widgets.GeneratorWidget(session.generator(), prompt="Salut", max_new_tokens=100, temperature=0.0)
     assert ui.run() == ANSWER
     assert ui.n_tokens == len(ANSWER.encode())  # every token streamed, the end-of-turn token not shown
     assert [t[0] for t in ui.tokens] == list(ANSWER.encode())

@@ -14,6 +14,7 @@ from typing import Any
 
 from caten_lab.errors import CatenError
 from caten_lab.formats.rules import VocabError
+from caten_lab.type_words import a_type
 
 # tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*)
 UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 0, 1, 2, 3, 4, 5, 6
@@ -88,7 +89,7 @@ def _reader(source: Any) -> tuple[Any, str]:
         except (OSError, ValueError, IndexError, KeyError) as err:
             raise CatenError(f"cannot read GGUF file {source}: {err}", hint="pass a .gguf file path") from err
     if not hasattr(source, "fields"):
-        raise CatenError(f"expected a GGUF path or gguf.GGUFReader, got {type(source).__name__}")
+        raise CatenError(f"expected a GGUF path or gguf.GGUFReader, got {a_type(source)}")
     return source, str(getattr(source, "path", "<GGUFReader>"))
 
 
