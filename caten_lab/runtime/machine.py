@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import json
 import platform
-import re
 import subprocess
 import tempfile
 import time
@@ -34,9 +33,10 @@ FLOP_ITERS = 1 << 19
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``, else ``platform.processor()``)."""
     with contextlib.suppress(OSError):
-        m = re.search(r"^model name\s*:\s*(.*)$", Path("/proc/cpuinfo").read_text(errors="replace"), re.M)
-        if m:
-            return m.group(1).strip()
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
