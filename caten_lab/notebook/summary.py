@@ -31,8 +31,8 @@ def _g(x: float) -> str:
 
 
 def output_names(graph: Any, count: int) -> list[str]:
-    """The names the Inspector shows for a graph's first ``count`` outputs: the value's own name when it
-    has one (a named buffer, ``name=...``), else its value id (``v24``); ``out<i>`` only without a graph."""
+    """The names the Inspector shows for a graph's first ``count`` outputs (payload.value_names): the
+    value's own name when it has one (a named buffer, ``name=...``), else ``out<i>``."""
     outs = list(getattr(graph, "outputs", None) or []) if graph is not None else []
     names = []
     for i in range(count):
@@ -41,7 +41,7 @@ def output_names(graph: Any, count: int) -> list[str]:
             continue
         node = graph.producer_of(outs[i]) if hasattr(graph, "producer_of") else None
         own = getattr(getattr(node, "attrs", None), "name", None)  # attribute objects have slots, not keys
-        names.append(str(own) if isinstance(own, str) and own else str(outs[i]))
+        names.append(str(own) if isinstance(own, str) and own else f"out{i}")
     return names
 
 

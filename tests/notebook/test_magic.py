@@ -299,10 +299,11 @@ def test_show_names_outputs_as_the_inspector_does(ip):
     r = run(ip, "", MODEL + "y")
     assert r.error_in_exec is None, r.error_in_exec
     res = ip.user_ns["_caten"]
-    name = json.loads(res.inspector.data_json)["result"]["outputs"][0]["name"]
-    assert name == str(res.graph.outputs[0]) and name.startswith("v")
+    data = json.loads(res.inspector.data_json)
+    name = data["result"]["outputs"][0]["name"]
+    assert name == data["value_names"][str(res.graph.outputs[0])] == "out0"  # the graph's label for it too
     report = res.show().html
-    assert f"<td><code>{name}</code></td>" in report and "out0" not in report
+    assert f"<td><code>{name}</code></td>" in report and f"<code>{res.graph.outputs[0]}</code>" not in report
 
 
 def test_cell_magic_help_names_the_cell_magic(ip):
