@@ -50,10 +50,7 @@ def _measure(tc: Any, threads: int) -> dict[str, float]:
     import cffi
 
     ffi = cffi.FFI()
-    ffi.cdef(
-        "void caten_bench_threads(int n); double caten_bench_bandwidth(int64_t n, int reps);"
-        "double caten_bench_flops(int64_t iters, int reps);"
-    )
+    ffi.cdef(BENCH_C.with_suffix(".h").read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory(prefix="caten_bench_") as d:
         so = Path(d) / "machine_bench.so"
         cmd = [*tc.cc, *tc.flags, "-o", str(so), str(BENCH_C)]
