@@ -11,6 +11,7 @@ import json
 import os
 import resource
 import subprocess
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -72,3 +73,27 @@ class Table:
         if "error" in r:
             line += f"   ({r['error']})"
         print(line, flush=True)
+
+
+def torch_greedy(model: object, prompt: list[int], n: int) -> tuple[list[int], float]:
+    """Greedy generation of ``n`` tokens after ``prompt`` with a transformers causal LM and its KV cache
+    (call under ``torch.inference_mode()``): the tokens and the decode rate, tokens/s over the ``n - 1``
+    steps after the prompt's forward."""
+    import torch
+
+    out = model(torch.tensor([prompt]), use_cache=True)  # type: ignore[operator]
+    past, tok = out.past_key_values, int(out.logits[0, -1].argmax())
+    toks, spent = [tok], 0.0
+    while len(toks) < n:
+        t = time.perf_counter()
+        out = model(torch.tensor([[tok]]), past_key_values=past, use_cache=True)  # type: ignore[operator]
+        past, tok = out.past_key_values, int(out.logits[0, -1].argmax())
+        spent += time.perf_counter() - t
+        toks.append(tok)
+    return toks, (n - 1) / spent if spent > 0 else 0.0
+
+
+def agreement(ours: list[int], theirs: list[int]) -> str:
+    """``"k/n"``: how many leading tokens of ``ours`` equal the reference's ``theirs`` (n of them)."""
+    same = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    return f"{same}/{len(theirs)}"

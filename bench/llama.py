@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_rows import Table, peak_rss_mb, run_worker, worker_env
+from bench_rows import Table, agreement, peak_rss_mb, run_worker, torch_greedy, worker_env
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -105,18 +105,6 @@ def _transformers_worker(
     model.eval()
     row["load_s"] = time.perf_counter() - t0  # includes dequantizing every tensor to float32
 
-    def greedy() -> tuple[list[int], float]:
-        out = model(torch.tensor([prompt]), use_cache=True)
-        past, tok = out.past_key_values, int(out.logits[0, -1].argmax())
-        toks, spent = [tok], 0.0
-        while len(toks) < gen:
-            t = time.perf_counter()
-            out = model(torch.tensor([[tok]]), past_key_values=past, use_cache=True)
-            past, tok = out.past_key_values, int(out.logits[0, -1].argmax())
-            spent += time.perf_counter() - t
-            toks.append(tok)
-        return toks, (gen - 1) / spent
-
     def prefill_rate() -> float:
         t = time.perf_counter()
         model(torch.tensor([prefill]))
@@ -124,8 +112,8 @@ def _transformers_worker(
 
     with torch.inference_mode():
         row["tf_tokens"] = model(torch.tensor([prefill])).logits[0].argmax(-1).tolist()
-        row["tokens"], _ = greedy()  # warm-up
-        row["decode_tok_s"] = statistics.median(greedy()[1] for _ in range(runs))
+        row["tokens"], _ = torch_greedy(model, prompt, gen)  # warm-up
+        row["decode_tok_s"] = statistics.median(torch_greedy(model, prompt, gen)[1] for _ in range(runs))
         prefill_rate()
         row["prefill_tok_s"] = statistics.median(prefill_rate() for _ in range(runs))
 
@@ -181,9 +169,7 @@ def with_ratios(row: dict, ref: dict | None, ref_top1: list[int] | None = None) 
     for key in ("decode_tok_s", "prefill_tok_s"):
         if row.get(key) and ref.get(key):
             row[key.replace("_tok_s", "_vs_llamacpp")] = row[key] / ref[key]
-    ours, theirs = row.get("tokens") or [], ref.get("tokens") or []
-    same = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-    row["agree"] = f"{same}/{len(theirs)}"
+    row["agree"] = agreement(row.get("tokens") or [], ref.get("tokens") or [])
     return row
 
 

@@ -60,14 +60,21 @@ def _write(path: Path, fill) -> Path:  # noqa: ANN001 - fill(writer) adds the to
     return path
 
 
-def gpt2_vocab_gguf(path: Path, pre: str, *, add_bos: bool = False, extra_user: tuple[str, ...] = ()) -> Path:
-    """GPT-2's 50,257 tokens and 50,000 merges under ``tokenizer.ggml.pre = pre``, plus
-    ``<|im_start|>``/``<|im_end|>`` (control), ``<tool>`` and ``extra_user`` (user-defined)."""
+def gpt2_vocab() -> tuple[list[str], list[int], list[str]]:
+    """GPT-2's 50,257 tokens in id order, their GGUF token types (``<|endoftext|>`` control, the rest
+    normal) and its 50,000 merges, as ``tokenizer.ggml.tokens``/``token_type``/``merges`` hold them."""
     enc_path, bpe_path = gpt2_files()
     encoder = json.loads(Path(enc_path).read_text(encoding="utf-8"))
     tokens = [t for t, _ in sorted(encoder.items(), key=lambda kv: kv[1])]
     merges = [line for line in Path(bpe_path).read_text(encoding="utf-8").splitlines()[1:] if line]
     types = [CONTROL if t == "<|endoftext|>" else NORMAL for t in tokens]
+    return tokens, types, merges
+
+
+def gpt2_vocab_gguf(path: Path, pre: str, *, add_bos: bool = False, extra_user: tuple[str, ...] = ()) -> Path:
+    """GPT-2's 50,257 tokens and 50,000 merges under ``tokenizer.ggml.pre = pre``, plus
+    ``<|im_start|>``/``<|im_end|>`` (control), ``<tool>`` and ``extra_user`` (user-defined)."""
+    tokens, types, merges = gpt2_vocab()
     user = EXTRA_USER + list(extra_user)
     tokens += EXTRA_CONTROL + user
     types += [CONTROL] * len(EXTRA_CONTROL) + [USER_DEFINED] * len(user)
@@ -87,7 +94,9 @@ def gpt2_vocab_gguf(path: Path, pre: str, *, add_bos: bool = False, extra_user: 
     return _write(path, fill)
 
 
-def spm_vocab_gguf(path: Path, model_file: Path, *, add_bos: bool = True, add_space_prefix: bool = True) -> Path:
+def spm_vocab_gguf(
+    path: Path, model_file: Path, *, add_bos: bool = True, add_space_prefix: bool = True
+) -> Path:
     """A SentencePiece model's pieces, scores and piece types as ``tokenizer.ggml.model = "llama"``."""
     model = load_model(model_file)
     tokens = [p.piece for p in model.pieces]
