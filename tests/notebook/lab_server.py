@@ -153,3 +153,13 @@ def playwright_and_chromium():
     if chromium is None:
         pytest.skip(reason)
     return sync_api, chromium
+
+
+def write_notebook(path: Path, *sources: str) -> None:
+    """A notebook of code cells ``sources`` (after ``%load_ext caten_lab``) for the python3 kernel."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in ("%load_ext caten_lab", *sources)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(nb, path)

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from .lab_server import CHROMIUM_ARGS, REPO, find_chromium, jupyter_lab, wait_inspector_ready
+from .lab_server import CHROMIUM_ARGS, REPO, jupyter_lab, playwright_and_chromium, wait_inspector_ready
 
 pytestmark = pytest.mark.slow
 
@@ -200,10 +200,7 @@ def _step_codegen_passes(page, assets: Path, step_ms: list[float]) -> dict:
 
 
 def test_inspector_in_jupyterlab(tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    chromium, reason = find_chromium(install=True)
-    if chromium is None:
-        pytest.skip(reason)
+    sync_api, chromium = playwright_and_chromium()
     _notebook(tmp_path / "caten_test.ipynb")
     errors: list[str] = []
     step_ms: list[float] = []  # click -> drawn, seen from Playwright (includes its polling)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import nbformat
 import pytest
 
-from .lab_server import CHROMIUM_ARGS, REPO, find_chromium, jupyter_lab
+from .lab_server import CHROMIUM_ARGS, REPO, jupyter_lab, playwright_and_chromium, write_notebook
 
 pytestmark = pytest.mark.slow
 
@@ -44,21 +43,11 @@ WATCH = """() => {
 
 
 def _notebook(path: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%load_ext caten_lab"), nbformat.v4.new_code_cell(CELL_PROFILE)]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3 (ipykernel)",
-        "language": "python",
-    }
-    nbformat.write(nb, path)
+    write_notebook(path, CELL_PROFILE)
 
 
 def test_profile_total_matches_the_cell_and_roofline_points(tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    chromium, reason = find_chromium(install=True)
-    if chromium is None:
-        pytest.skip(reason)
+    sync_api, chromium = playwright_and_chromium()
     _notebook(tmp_path / "profile_test.ipynb")
     errors: list[str] = []
     with jupyter_lab(tmp_path) as base, sync_api.sync_playwright() as pw:

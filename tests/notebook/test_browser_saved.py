@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from .lab_server import CHROMIUM_ARGS, REPO, find_chromium, jupyter_lab
+from .lab_server import CHROMIUM_ARGS, REPO, jupyter_lab, playwright_and_chromium, write_notebook
 
 pytestmark = pytest.mark.slow
 
@@ -33,14 +33,7 @@ x = Tensor.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3), name="x")
 
 
 def _notebook(path: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%load_ext caten_lab"), nbformat.v4.new_code_cell(CELL)]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3 (ipykernel)",
-        "language": "python",
-    }
-    nbformat.write(nb, path)
+    write_notebook(path, CELL)
 
 
 def _visible_text(page) -> str:
@@ -64,10 +57,7 @@ def _saved_outputs(path: Path) -> list:
 
 
 def test_saved_notebook_reopens_with_the_static_report(tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    chromium, reason = find_chromium(install=True)
-    if chromium is None:
-        pytest.skip(reason)
+    sync_api, chromium = playwright_and_chromium()
     path = tmp_path / "saved.ipynb"
     _notebook(path)
     assets = REPO / "assets" if os.environ.get("CATEN_UPDATE_SCREENSHOTS") == "1" else tmp_path
