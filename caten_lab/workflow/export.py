@@ -30,15 +30,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from caten_lab.models.gpt2 import GPT2Runner
+from caten_lab.models.gpt2_weights import gguf_tensor_name
+from caten_lab.models.llama import LlamaRunner
+from caten_lab.models.llama_weights import hf_to_gguf_name
 from caten_lab.models.loader import architecture
 from caten_lab.type_words import a_type
 from caten_lab.workflow.c_library import Exported, WorkflowC, check_weight_format, export_library
 from caten_lab.workflow.cgen import render_c
+from caten_lab.workflow.chat import stop_ids
+from caten_lab.workflow.chat_layout import TEMPLATE_KEY, gguf_chat_layout
+from caten_lab.workflow.chat_template import ChatTemplate
 from caten_lab.workflow.generation import emit_token, generate_loop, model_forward
 from caten_lab.workflow.host import link_host_calls
 from caten_lab.workflow.model_tables import ExportError, check_c_call
 from caten_lab.workflow.perplexity import export_perplexity
 from caten_lab.workflow.prompt_actions import assemble_prompt
+from caten_lab.workflow.tokenizers import GPT2Tokenizer
+from caten_lab.workflow.tokenizers.gguf_vocab import tokenizer_from_gguf
 from caten_lab.workflow.weight_source import GGUFSource
 
 __all__ = ["ExportError", "Exported", "GenerationWorkflow", "export", "generation_workflow", "llama_workflow"]
@@ -81,9 +90,6 @@ def generation_workflow(
     ``model_dir`` may also be a Llama GGUF file (:func:`llama_workflow`); ``name`` defaults to ``gpt2``
     (``llama`` for a Llama file).
     """
-    from caten_lab.models.gpt2 import GPT2Runner
-    from caten_lab.models.gpt2_weights import gguf_tensor_name
-    from caten_lab.workflow.tokenizers import GPT2Tokenizer
 
     check_weight_format(weight_format)
     d = Path(model_dir)
@@ -119,12 +125,6 @@ def llama_workflow(path: str | os.PathLike, *, name: str = "llama", n_ctx: int |
     blocks kept, bound as views of the file the library maps), the file's tokenizer (every
     ``tokenizer.*`` key is checked at init to be the exported file's), its chat template as a layout,
     and the stop tokens of the Python chat (``chat.stop_ids``: end-of-generation and end-of-turn)."""
-    from caten_lab.models.llama import LlamaRunner
-    from caten_lab.models.llama_weights import hf_to_gguf_name
-    from caten_lab.workflow.chat import stop_ids
-    from caten_lab.workflow.chat_layout import TEMPLATE_KEY, gguf_chat_layout
-    from caten_lab.workflow.chat_template import ChatTemplate
-    from caten_lab.workflow.tokenizers.gguf_vocab import tokenizer_from_gguf
 
     if not name.isidentifier():
         raise ExportError(f"workflow name {name!r} must be a C identifier")
@@ -147,7 +147,6 @@ def with_weight_format(workflow: Any, weight_format: str | None) -> Any:
     The format is part of the compiled program (a dequantizing matvec reads int8 + scales), so a
     different one means a new runner for the same directory, context and tracing options.
     """
-    from caten_lab.models.gpt2 import GPT2Runner
 
     if weight_format is None or weight_format == workflow.runner.weight_format:
         return workflow
