@@ -1,10 +1,13 @@
 import os
+import shutil
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from jupyter_client import KernelManager
 
 # Tests build many throwaway models in temporary directories: without this, every one of them would
 # leave a prepared-weights entry (up to ~100 MB) in the developer's cache dir. The cache's own tests
@@ -44,3 +47,22 @@ def smollm2_gguf() -> Path:
     from caten_lab.models.registry import fetch
 
     return fetch("smollm2", cache_dir=MODEL_CACHE, progress=False)
+
+
+@pytest.fixture(scope="session")
+def ipc_kernel(tmp_path_factory):
+    """A factory of python3 kernel managers on Unix-domain sockets, one socket directory each.
+
+    nbclient's default (TCP on 127.0.0.1) picks free ports by binding and releasing them before the kernel
+    binds them again: with two xdist workers starting kernels, another process can take a port in between
+    ("Address already in use" in the kernel, then "Kernel didn't respond in 60 seconds"). IPC sockets named
+    under a private directory cannot collide. The directory is short: a socket path is at most 107 bytes.
+    """
+    root = Path(tempfile.mkdtemp(prefix="ck-", dir="/tmp"))
+
+    def make() -> KernelManager:
+        where = Path(tempfile.mkdtemp(dir=root))
+        return KernelManager(kernel_name="python3", transport="ipc", ip=str(where / "k"))
+
+    yield make
+    shutil.rmtree(root, ignore_errors=True)

@@ -83,6 +83,8 @@ def jupyter_lab(root_dir: Path, token: str = "catentest") -> Iterator[str]:
         f"--ServerApp.root_dir={root_dir}",
         f"--LabApp.user_settings_dir={settings}",
         f"--LabApp.workspaces_dir={root_dir / '.workspaces'}",
+        # kernels on Unix-domain sockets: TCP ports picked free can be taken by another worker's kernel
+        "--KernelManager.transport=ipc",
     ]
     log = open(root_dir / "lab.log", "w")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root_dir)

@@ -37,10 +37,10 @@ bad
 """
 
 
-def _execute(nb, tmp_path, monkeypatch):
+def _execute(nb, tmp_path, monkeypatch, km):  # noqa: ANN001 - a KernelManager (conftest ipc_kernel)
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb, km=km, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
 
 
@@ -48,7 +48,7 @@ def _text(output) -> str:
     return "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
 
 
-def test_caten_cell_output_has_static_report_then_widget(tmp_path, monkeypatch):
+def test_caten_cell_output_has_static_report_then_widget(tmp_path, monkeypatch, ipc_kernel):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("%load_ext caten_lab"),
@@ -57,7 +57,7 @@ def test_caten_cell_output_has_static_report_then_widget(tmp_path, monkeypatch):
             "caten_lab_report = __import__('caten_lab').show(_caten)\ncaten_lab_report"
         ),
     ]
-    _execute(nb, tmp_path, monkeypatch)
+    _execute(nb, tmp_path, monkeypatch, ipc_kernel())
     shown = [o for o in nb.cells[1].outputs if o.get("output_type") == "display_data"]
     # two outputs: the static report (readable where the widget model is gone), then the widget
     assert len(shown) == 2, shown
@@ -88,7 +88,7 @@ def test_caten_cell_output_has_static_report_then_widget(tmp_path, monkeypatch):
             assert "caten_lab Inspector (" in widget_out and "needs a running kernel" in widget_out
 
 
-def test_cell_names_and_lines_are_the_editors(tmp_path, monkeypatch):
+def test_cell_names_and_lines_are_the_editors(tmp_path, monkeypatch, ipc_kernel):
     """Node sources, rule locations and --debug tracebacks say In[n] and count the editor's lines."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [
@@ -102,7 +102,7 @@ def test_cell_names_and_lines_are_the_editors(tmp_path, monkeypatch):
         nbformat.v4.new_code_cell(RULE_CELL),  # In[4]
         nbformat.v4.new_code_cell(DEBUG_CELL, metadata={"tags": ["raises-exception"]}),  # In[5]
     ]
-    _execute(nb, tmp_path, monkeypatch)
+    _execute(nb, tmp_path, monkeypatch, ipc_kernel())
     sources = _text(nb.cells[2].outputs[0])
     # line 4 of In[2] (the %%caten line is line 1) creates x
     assert "'In[2]:4'" in sources, sources

@@ -86,13 +86,14 @@ class Executed:
         return [f"{o.ename}: {o.evalue}" for o in self.outputs() if o.output_type == "error"]
 
 
-def run_notebook(name: str, cwd: Path) -> Executed:
+def run_notebook(name: str, cwd: Path, km) -> Executed:  # noqa: ANN001 - a KernelManager
     """Run a notebook in a kernel whose working directory is ``cwd``: not notebooks/, so a notebook that
     finds files relative to where it is opened (``Path("..") / "assets"``) fails here."""
     path = NOTEBOOKS / f"{name}.ipynb"
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         nb,
+        km=km,
         timeout=CELL_TIMEOUT_S,
         kernel_name="python3",
         allow_errors=True,  # run every cell, then report all failures at once
@@ -131,8 +132,8 @@ def test_notebook_finds_files_without_relative_paths(name):
     assert 'Path("..")' not in code and '"../' not in code and "'../" not in code, name
 
 
-def test_01_quick_tour(tmp_path, kernel_env):
-    ex = run_notebook("01_quick_tour", tmp_path)
+def test_01_quick_tour(tmp_path, kernel_env, ipc_kernel):
+    ex = run_notebook("01_quick_tour", tmp_path, ipc_kernel())
     text = ex.text()
     assert "between 0 and log(10): True" in text
     assert "matches the NumPy interpreter" in text
@@ -142,30 +143,30 @@ def test_01_quick_tour(tmp_path, kernel_env):
     assert "image/png" in ex.mimes()  # the profile chart
 
 
-def test_02_air_graph(tmp_path, kernel_env):
-    text = run_notebook("02_air_graph", tmp_path).text()
+def test_02_air_graph(tmp_path, kernel_env, ipc_kernel):
+    text = run_notebook("02_air_graph", tmp_path, ipc_kernel()).text()
     assert "same structure, same hash: True" in text and "after changing one operand: False" in text
     assert "after 3 rewrite(s): 3 nodes" in text
     assert "still correct: True" in text
 
 
-def test_03_passes(tmp_path, kernel_env):
-    text = run_notebook("03_passes", tmp_path).text()
+def test_03_passes(tmp_path, kernel_env, ipc_kernel):
+    text = run_notebook("03_passes", tmp_path, ipc_kernel()).text()
     assert "{'x + x -> x * 2': 1}" in text  # the custom RewritePass fired
     assert "op histogram after dce:" in text and "still correct: True" in text
     assert "miscompile in pass 'relu_is_identity'" in text and "rewrite #1" in text  # the bisector found it
 
 
-def test_04_loops_to_c(tmp_path, kernel_env):
-    text = run_notebook("04_loops_to_c", tmp_path).text()
+def test_04_loops_to_c(tmp_path, kernel_env, ipc_kernel):
+    text = run_notebook("04_loops_to_c", tmp_path, ipc_kernel()).text()
     assert "FOR l0 in [0, S_rows)" in text  # the loop IR keeps the symbolic size
     assert "rows=5 matches NumPy: True" in text
     assert "caught SymbolError (a CatenError)" in text and "the window needs pos <= 4" in text  # at entry
     assert "warm:" in text and "cached=True" in text
 
 
-def test_05_gpt2(tmp_path, kernel_env):
-    ex = run_notebook("05_gpt2", tmp_path)
+def test_05_gpt2(tmp_path, kernel_env, ipc_kernel):
+    ex = run_notebook("05_gpt2", tmp_path, ipc_kernel())
     text = ex.text()
     assert "ROMEO:\nBut soft, what light" in text
     stats = next(line for line in text.splitlines() if "tokens · first token after" in line)
@@ -179,8 +180,8 @@ def test_05_gpt2(tmp_path, kernel_env):
     assert widget_text, text[-2000:]
 
 
-def test_06_workflows(tmp_path, kernel_env):
-    text = run_notebook("06_workflows", tmp_path).text()
+def test_06_workflows(tmp_path, kernel_env, ipc_kernel):
+    text = run_notebook("06_workflows", tmp_path, ipc_kernel()).text()
     line = next(ln for ln in text.splitlines() if ln.startswith("interpreted:"))
     _, ours, _, ref, *_ = line.split()
     assert ours == ref
@@ -192,8 +193,8 @@ def test_06_workflows(tmp_path, kernel_env):
     assert "exported program ran without Python" in text
 
 
-def test_07_performance(tmp_path, kernel_env):
-    ex = run_notebook("07_performance", tmp_path)
+def test_07_performance(tmp_path, kernel_env, ipc_kernel):
+    ex = run_notebook("07_performance", tmp_path, ipc_kernel())
     text = ex.text()
     assert "fitted exponent of the pass time:" in text
     assert "same greedy tokens: True" in text
@@ -201,9 +202,9 @@ def test_07_performance(tmp_path, kernel_env):
     assert "image/png" in ex.mimes()
 
 
-def test_08_real_llm(tmp_path, kernel_env, smollm2_gguf, monkeypatch):
+def test_08_real_llm(tmp_path, kernel_env, smollm2_gguf, monkeypatch, ipc_kernel):
     monkeypatch.setenv("CATEN_SMOLLM2", str(smollm2_gguf))  # before the kernel starts: it inherits it
-    ex = run_notebook("08_real_llm", tmp_path)
+    ex = run_notebook("08_real_llm", tmp_path, ipc_kernel())
     text = ex.text()
     assert f"{smollm2_gguf} " in text  # the fixture's file, not a download
     assert "tensor types: {'Q8_0': 1, 'F32': 61, 'Q4_1': 210}" in text
