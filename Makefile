@@ -34,7 +34,7 @@ demo: $(DEMO_STAMP)
 test: $(STAMP)
 	@bash scripts/install_system_deps.sh --quiet
 	$(PY) -m ruff check caten_lab tests bench assets
-	$(PY) -m pytest -n 2 --dist loadgroup tests
+	$(PY) -m pytest -n 2 --dist loadscope tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check caten_lab tests bench assets

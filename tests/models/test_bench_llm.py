@@ -50,7 +50,7 @@ def test_bench_llm_quick_json(smollm2_gguf, tmp_path):
         "--json",
         str(out),
     ]
-    env = dict(os.environ, CATEN_SMOLLM2=str(smollm2_gguf), CATEN_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, CATEN_SMOLLM2=str(smollm2_gguf))  # the session's compile cache: SmolLM2 is compiled once
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "decode_vs_llamacpp" in p.stdout and "smollm2-Q4_1@2t" in p.stdout
