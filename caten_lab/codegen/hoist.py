@@ -124,28 +124,17 @@ def _hoist_stage(stage: For, j_defs: set[str], params: set[str], fresh: _Fresh, 
                 cands.append(v)
     if not cands:
         return None
-    need: set[str] = set()
-    stack = list(cands)
-    while stack:
-        v = stack.pop()
-        if v in need:
-            continue
-        need.add(v)
-        stack.extend(_used(decls[v]) & set(decls))
-    h = fresh("h")
-    to_h = {r: Var(h, I64)}
-    hbody: list[Stmt] = [replace(s, init=substitute(s.init, to_h)) for s in stage.body
-                         if isinstance(s, Decl) and s.var in need]  # type: ignore[arg-type]
+    needs = {v: _closure(v, decls) for v in cands}
+    need = set().union(*needs.values())
+    # values that read nothing from the enclosing loops (a dequantization's nibble masks: functions of the
+    # stage index alone) get a loop of their own, so a later pass can keep them out of per-row copies
+    local = set(decls) | {r} | params
+    tables = [v for v in cands if not set().union(*(_used(decls[x]) for x in needs[v])) - local]
     before: list[Stmt] = []
     reads: dict[str, Expr] = {}
-    for v in cands:
-        d = decls[v]
-        arr = fresh("hv")
-        before.append(Decl(arr, d.dtype, size=Const(k, I64), origin=d.origin))
-        hbody.append(Store(arr, Var(h, I64), Var(v, d.dtype), origin=d.origin))
-        reads[v] = Load(arr, Var(r, I64), d.dtype, origin=d.origin)
-    origin = decls[cands[0]].origin
-    before.append(For(h, Const(0, I64), Const(k, I64), Const(1, I64), tuple(hbody), role=HOIST_ROLE, origin=origin))
+    for group in (tables, [v for v in cands if v not in tables]):
+        if group:
+            before += _hoist_loop(stage, group, set().union(*(needs[v] for v in group)), decls, fresh, k, reads)
     body: list[Stmt] = []
     for s in stage.body:
         if isinstance(s, Decl) and s.var in reads:
@@ -159,6 +148,37 @@ def _hoist_stage(stage: For, j_defs: set[str], params: set[str], fresh: _Fresh, 
         live |= _used(s)
         kept.append(s)
     return before, replace(stage, body=tuple(reversed(kept)))
+
+
+def _closure(v: str, decls: dict[str, Decl]) -> set[str]:
+    """``v`` and the temporaries of the stage body its value is computed from."""
+    out: set[str] = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if x not in out:
+            out.add(x)
+            stack.extend(_used(decls[x]) & decls.keys())
+    return out
+
+
+def _hoist_loop(stage: For, group: list[str], need: set[str], decls: dict[str, Decl], fresh: _Fresh, k: int,
+                reads: dict[str, Expr]) -> list[Stmt]:
+    """The arrays of ``group`` and the loop that fills them (``reads``: how the stage reads each)."""
+    h = fresh("h")
+    to_h = {stage.var: Var(h, I64)}
+    hbody: list[Stmt] = [replace(s, init=substitute(s.init, to_h)) for s in stage.body
+                         if isinstance(s, Decl) and s.var in need]  # type: ignore[arg-type]
+    out: list[Stmt] = []
+    for v in group:
+        d = decls[v]
+        arr = fresh("hv")
+        out.append(Decl(arr, d.dtype, size=Const(k, I64), origin=d.origin))
+        hbody.append(Store(arr, Var(h, I64), Var(v, d.dtype), origin=d.origin))
+        reads[v] = Load(arr, Var(stage.var, I64), d.dtype, origin=d.origin)
+    origin = decls[group[0]].origin
+    out.append(For(h, Const(0, I64), Const(k, I64), Const(1, I64), tuple(hbody), role=HOIST_ROLE, origin=origin))
+    return out
 
 
 def _rewrite(s: Stmt, reads: dict[str, Expr]) -> Stmt:

@@ -27,8 +27,11 @@ lane loop ``r / B`` becomes ``acc_b / B``: a lane block never straddles two weig
 is loop-invariant there and the quants are read with unit stride.
 
 Applied to single-accumulator reductions whose loop reads a type narrower than 32 bits, and to
-float32 ones with a constant ``K <= short_k`` (a long float32 row vectorizes well as it is). The
-register-tiled prefill loops (several accumulators, :mod:`caten_lab.codegen.rowblock`) are left alone.
+float32 ones with a constant ``K <= short_k`` (a long float32 row vectorizes well as it is). A
+register-tiled prefill loop (several accumulators, :mod:`caten_lab.codegen.rowblock`) is split only
+over a blocked row, with ``min_lanes`` lanes per accumulator (one vector each): without it gcc
+gathers the block scales and the quants lane by lane (a Q4_1 tile ran at 1.6 GFLOP/s). With the
+single-accumulator form's lane count it sums every output in the same order as the untiled loop.
 A float16 load ``w[off + r]`` (unit stride in ``r``; recognized on the typed Load, see
 :func:`caten_lab.codegen.kir_names.f16_run`) is converted per lane block by ``cl_h2f_n``.
 """
@@ -123,18 +126,8 @@ def _acc_type(fn: Function, acc: str, body: tuple[Stmt, ...], i: int) -> DType |
     return None
 
 
-def match(loop: Stmt, fn: Function, o: LaneOptions, body: tuple[Stmt, ...] = (), i: int = 0
-          ) -> tuple[Assign, DType, int] | None:
-    """(the accumulator update, its type, the lane count) when ``loop`` is a single-accumulator float
-    ``+`` reduction worth splitting."""
-    if not isinstance(loop, For) or loop.role != "stage" or not loop.simd or len(loop.reduction) != 1:
-        return None
-    if loop.parallel is not None or int_value(loop.start) != 0 or int_value(loop.step) != 1 or not loop.body:
-        return None
-    if not all(isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None)
-               for s in loop.body):
-        return None
-    acc = loop.reduction[0]
+def _update(loop: For, acc: str) -> Assign | None:
+    """The one statement ``acc = acc + e`` of ``loop`` (``e`` and every other statement free of ``acc``)."""
     updates = [s for s in loop.body if isinstance(s, Decl | Assign) and s.var == acc]
     if len(updates) != 1 or not isinstance(updates[0], Assign):
         return None
@@ -144,36 +137,57 @@ def match(loop: Stmt, fn: Function, o: LaneOptions, body: tuple[Stmt, ...] = (),
         return None
     if acc in expr_names(v.args[1]) or any(acc in used_names(s) for s in loop.body if s is not up):
         return None
-    ct = _acc_type(fn, acc, body, i)
-    if ct not in (F32, DType.float64):
+    return up
+
+
+def match(loop: Stmt, fn: Function, o: LaneOptions, body: tuple[Stmt, ...] = (), i: int = 0
+          ) -> tuple[list[Assign], DType, int] | None:
+    """(the accumulator updates, their type, the lane count) when ``loop`` is a float ``+`` reduction worth
+    splitting: one accumulator, or the several of a register tile over a blocked (quantized) row."""
+    if not isinstance(loop, For) or loop.role != "stage" or not loop.simd or not loop.reduction:
+        return None
+    if loop.parallel is not None or int_value(loop.start) != 0 or int_value(loop.step) != 1 or not loop.body:
+        return None
+    if not all(isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None)
+               for s in loop.body):
+        return None
+    blocks = block_sizes(loop)
+    if len(loop.reduction) > 1 and not blocks:
+        return None  # a float register tile vectorizes well as it is
+    ups = [_update(loop, acc) for acc in loop.reduction]
+    if any(up is None for up in ups):
+        return None
+    types = {_acc_type(fn, acc, body, i) for acc in loop.reduction}
+    if len(types) != 1 or (ct := types.pop()) not in (F32, DType.float64):
         return None
     narrow = min([8, *(w for s in loop.body for w in load_widths(fn, s)), ct.itemsize])
     k = int_value(loop.stop)
     if narrow >= 4 and not (k is not None and k <= o.short_k):
         return None
-    lanes = lane_count(k, narrow, o)
-    blocks = block_sizes(loop)
+    # a register tile keeps one vector of partial sums per accumulator (its accumulators fill the registers)
+    lanes = lane_count(k, narrow, o) if len(ups) == 1 else o.min_lanes
     if blocks:
         lanes = block_lanes(lanes, blocks, o)
     if k is not None and k < lanes:
         return None
-    return up, ct, lanes
+    return ups, ct, lanes  # type: ignore[return-value]
 
 
-def split_lanes(loop: For, up: Assign, ct: DType, lanes: int, fn: Function) -> list[Stmt] | None:
-    """The lane form of reduction ``loop`` (accumulator update ``up``); None when a name it would invent
+def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Function) -> list[Stmt] | None:
+    """The lane form of reduction ``loop`` (accumulator updates ``ups``); None when a name it would invent
     is already used in the function."""
     v, k, org = loop.var, loop.stop, loop.origin
-    acc = up.var
-    arr, lane, blk = f"{acc}_l", f"{acc}_i", f"{acc}_b"  # unique per accumulator (copies of a loop in
+    first = ups[0].var
+    arrs = {up.var: f"{up.var}_l" for up in ups}
+    lane, blk = f"{first}_i", f"{first}_b"  # unique per accumulator (copies of a loop in
     # row blocks have renamed accumulators), so the check below only declines a real clash
     taken = names_in(fn)
-    if {arr, lane, blk} & taken or any(f"{s.var}_h" in taken for s in loop.body if isinstance(s, Decl)):
+    if {*arrs.values(), lane, blk} & taken or any(f"{s.var}_h" in taken for s in loop.body if isinstance(s, Decl)):
         return None
     L = Const(lanes, I64)
     at = Var(lane, I64)
 
-    def cell(i: Expr = at) -> Load:
+    def cell(arr: str, i: Expr = at) -> Load:
         return Load(arr, i, ct, origin=org)
 
     def lane_loop(n: int, body: tuple[Stmt, ...], simd: bool = True, unroll: int = 0) -> For:
@@ -191,30 +205,35 @@ def split_lanes(loop: For, up: Assign, ct: DType, lanes: int, fn: Function) -> l
             widened.append(Decl(buf, F32, size=L, origin=s.origin))
             widened.append(replace(h2f_call(hit[0], off, buf, L), origin=s.origin))
 
+    upd = {id(up): up for up in ups}
     body: list[Stmt] = [Decl(v, I64, Alu("add", (Var(blk, I64), at), I64), True, origin=org)]
     for s in loop.body:
         if id(s) in loads:
             assert isinstance(s, Decl)
             body.append(replace(s, init=Load(loads[id(s)], at, F32, origin=s.origin)))
-        elif s is up:
-            new = Store(arr, at, Alu("add", (cell(), up.value.args[1]), ct), origin=up.origin)  # type: ignore[union-attr]
+        elif id(s) in upd:
+            arr = arrs[s.var]  # type: ignore[union-attr]
+            new = Store(arr, at, Alu("add", (cell(arr), s.value.args[1]), ct), origin=s.origin)  # type: ignore[union-attr]
             body.append(_per_block(new, v, blk, lanes))
         else:
             body.append(_per_block(s, v, blk, lanes))
     kc = int_value(k)
-    out: list[Stmt] = [Decl(arr, ct, size=L, origin=org),
-                       lane_loop(lanes, (Store(arr, at, Const(0.0, ct), origin=org),))]
+    out: list[Stmt] = []
+    for arr in arrs.values():
+        out += [Decl(arr, ct, size=L, origin=org), lane_loop(lanes, (Store(arr, at, Const(0.0, ct), origin=org),))]
     stop = Const(kc - (lanes - 1), I64) if kc is not None else Alu("sub", (k, Const(lanes - 1, I64)), I64)
     out.append(For(blk, Const(0, I64), stop, L, (*widened, lane_loop(lanes, tuple(body))), "stage", origin=org))
     if kc is None or kc % lanes:
         tail = Const(kc - kc % lanes, I64) if kc is not None else Alu("sub", (k, Alu("mod", (k, L), I64)), I64)
         out.append(For(v, tail, k, Const(1, I64), loop.body, "stage", origin=org))
-    h = lanes // 2
-    while h >= 1:
-        add = Store(arr, at, Alu("add", (cell(), cell(Alu("add", (at, Const(h, I64)), I64))), ct), origin=org)
-        out.append(lane_loop(h, (add,), simd=h >= 8, unroll=0 if h >= 8 else 4))
-        h //= 2
-    out.append(Assign(acc, Alu("add", (Var(acc, ct), cell(Const(0, I64))), ct), origin=up.origin))
+    for up in ups:
+        arr = arrs[up.var]
+        h = lanes // 2
+        while h >= 1:
+            add = Store(arr, at, Alu("add", (cell(arr), cell(arr, Alu("add", (at, Const(h, I64)), I64))), ct), origin=org)
+            out.append(lane_loop(h, (add,), simd=h >= 8, unroll=0 if h >= 8 else 4))
+            h //= 2
+        out.append(Assign(up.var, Alu("add", (Var(up.var, ct), cell(arr, Const(0, I64))), ct), origin=up.origin))
     return out
 
 

@@ -68,7 +68,7 @@ from caten_lab.codegen.kir_names import (
     used_names,
 )
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
-from caten_lab.codegen.kir_walk import int_value
+from caten_lab.codegen.kir_walk import int_value, walk
 from caten_lab.codegen.pass_options import options_from
 from caten_lab.codegen.rowblock_tiles import (
     DEFAULTS,
@@ -90,7 +90,7 @@ MAIN_ROLES = ("loop", "tile", "collapsed")
 class _Nest:
     rows: For
     cols: For
-    red: For
+    reds: list[For]  # the reductions of the output-feature loop, in order (a fused gate/up pair has two)
 
 
 def match(fn: Function, body: tuple[Stmt, ...], i: int) -> _Nest | None:
@@ -114,15 +114,34 @@ def match(fn: Function, body: tuple[Stmt, ...], i: int) -> _Nest | None:
     if not all(isinstance(s, For | Decl | Assign | Store | Comment) for s in cols.body):
         return None
     reds = [s for s in cols.body if isinstance(s, For)]
-    if len(reds) != 1:
+    if not reds or not all(_plain_reduction(red) for red in reds):
         return None
-    red = reds[0]
-    if red.role != "stage" or not red.simd or not red.reduction or red.parallel is not None:
-        return None
-    if not all(isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None)
-               for s in red.body):
-        return None
-    return _Nest(rows, cols, red)
+    return _Nest(rows, cols, reds)
+
+
+def _plain_reduction(red: For) -> bool:
+    return red.role == "stage" and red.simd and bool(red.reduction) and red.parallel is None and all(
+        isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None) for s in red.body)
+
+
+def _row_statements(pre: tuple[Stmt, ...], lv: str) -> tuple[set[int], set[str]]:
+    """The statements of ``pre`` whose values depend on the row ``lv`` (ids) and the names they define:
+    what is copied per row. The rest (a dequantization's mask tables) is computed once per tile."""
+    dep = {lv}
+    rows: set[int] = set()
+    changed = True
+    while changed:  # a second sweep picks up an array declared before the loop that fills it
+        changed = False
+        for x in pre:
+            if id(x) in rows:
+                continue
+            defs = declared_names(x) | {y.buf if isinstance(y, Store) else y.var for y in walk((x,))
+                                        if isinstance(y, Store | Assign)}
+            if (used_names(x) | defs) & dep:  # reads a row's value, or writes an array a row's loop fills
+                rows.add(id(x))
+                dep |= defs
+                changed = True
+    return rows, dep - {lv}
 
 
 def _closure(flat: list[Stmt], uses: dict[int, set[str]], seed: set[str]) -> set[str]:
@@ -219,11 +238,12 @@ def _land_terms(e: Expr) -> list[Expr]:
 
 
 def _weight_bytes(p: _Plan) -> int:
-    """Bytes per element of the widest parameter read per output feature (the weight) in the reduction."""
+    """Bytes per element of the widest parameter read per output feature (the weight) in the reductions."""
     out = 1
-    for s in p.nest.red.body:
-        if target(s) in p.col_dep:
-            out = max([out, *load_widths(p.fn, s)])
+    for red in p.nest.reds:
+        for s in red.body:
+            if target(s) in p.col_dep:
+                out = max([out, *load_widths(p.fn, s)])
     return out
 
 
@@ -234,26 +254,21 @@ def _h2f_chain(col_only: list[Decl], needed: list[str], var: str, fn: Function) 
     return all(x.init == Cast(Var(prev.var, prev.dtype), F32) for prev, x in zip(col_only, col_only[1:]))
 
 
-def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If | None:
-    """The tiled nest (with the original as the ``seq < rows`` branch); None when a name it would
-    invent (a copy's suffixed name, a tile variable) is already used in the function."""
-    rows, cols, red = nest.rows, nest.cols, nest.red
-    lv, cv = rows.var, cols.var
-    pre = rows.body[:-1]
-    p = _Plan(nest, fn, o)
-    at = cols.body.index(red)
-    flat = [*cols.body[:at], *red.body, *cols.body[at + 1:]]  # program order
-    p.uses = {id(s): used_names(s) for s in [*flat, *cols.body]}
-    seed = {lv}
-    for s in pre:
-        seed |= declared_names(s)
-    p.row_dep = _closure(flat, p.uses, seed)
-    p.col_dep = _closure(flat, p.uses, {cv})
+@dataclass
+class _Widen:
+    """How one reduction reads its weight in the tile: the column-only declarations (the weight load, its
+    widening and dequantization), the ones the rest of the body reads, and whether they are widened into a
+    float buffer per column first (``f16``: by the hardware conversion)."""
+
+    red: For
+    col_only: list[Decl]
+    needed: list[str]
+    scratch: bool
+    f16: bool
+
+
+def _widen_plan(red: For, p: _Plan, wbytes: int) -> _Widen:
     k = int_value(red.stop)
-    wbytes = _weight_bytes(p)
-    # statements of the reduction that depend on the output feature only (the weight load, its
-    # widening and dequantization): with a low-bit weight they are computed once per column into a
-    # float buffer, and the register tile runs on float32 loads
     col_only = [x for x in red.body if isinstance(x, Decl) and x.var in p.col_dep and x.var not in p.row_dep]
     col_ids = {id(x) for x in col_only}
     rest_uses: set[str] = set()
@@ -261,16 +276,82 @@ def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If | None:
         if id(x) not in col_ids:
             rest_uses |= p.uses[id(x)]
     needed = [x.var for x in col_only if x.var in rest_uses]
-    scratch = widens(wbytes, k, o) and bool(col_only) and all(x.dtype == F32 or x.var not in needed for x in col_only)
+    scratch = widens(wbytes, k, p.o) and bool(col_only) and all(x.dtype == F32 or x.var not in needed for x in col_only)
     f16 = scratch and wbytes == 2  # float16: only a plain contiguous load, widened by cl_h2f_n
-    if f16 and not _h2f_chain(col_only, needed, red.var, fn):
+    if f16 and not _h2f_chain(col_only, needed, red.var, p.fn):
         scratch = f16 = False
+    return _Widen(red, col_only, needed, scratch, f16)
+
+
+def _tile_reduction(w: _Widen, p: _Plan, nr: int, nc: int) -> list[Stmt]:
+    """One reduction of the register tile: the widening of its weight columns (when it has one), then the
+    reduction over ROWS x COLS accumulators."""
+    red, fn = w.red, p.fn
+    k = int_value(red.stop)
+    col_ids = {id(x) for x in w.col_only}
+    widen: list[Stmt] = []
+    red_body: list[Stmt] = []
+    if w.scratch:
+        assert k is not None
+        for c in range(nc):
+            rc = p.ren(None, c)
+            if w.f16:
+                hit = f16_run(w.col_only[0].init, red.var, fn)
+                assert hit is not None
+                buf = rc.get(w.col_only[-1].var, w.col_only[-1].var) + "_w"
+                widen.append(Decl(buf, F32, size=_c(k), origin=red.origin))
+                widen.append(replace(h2f_call(hit[0], rename_expr(hit[1], rc), buf, _c(k)), origin=red.origin))
+                continue
+            # the column-only statements, plus those that depend on neither rows nor columns (a per-r
+            # factor such as a vector the weight is multiplied by): they may read those
+            conv = [rename(x, rc) for x in red.body if id(x) in col_ids or _free(x, p)]
+            for t in w.needed:
+                widen.append(Decl(rc[t] + "_w", F32, size=_c(k), origin=red.origin))
+                conv.append(Store(rc[t] + "_w", _v(red.var), _v(rc[t], F32), origin=red.origin))
+            widen.append(For(red.var, red.start, red.stop, red.step, tuple(conv), "vector", simd=True,
+                             origin=red.origin))
+        for s in red.body:
+            if id(s) not in col_ids:
+                red_body += p.dup(s, nr, nc)
+            elif isinstance(s, Decl) and s.var in w.needed:
+                red_body += [Decl(p.ren(None, c)[s.var], s.dtype, Load(p.ren(None, c)[s.var] + "_w", _v(red.var), F32),
+                                  s.const, origin=s.origin) for c in range(nc)]
+    else:
+        for s in red.body:
+            red_body += p.dup(s, nr, nc)
+    accs = tuple(p.ren(q, c).get(a, a) for a in red.reduction
+                 for q in (range(nr) if a in p.row_dep else [None])
+                 for c in (range(nc) if a in p.col_dep else [None]))
+    return [*widen, replace(red, body=tuple(red_body), reduction=accs)]
+
+
+def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If | None:
+    """The tiled nest (with the original as the ``seq < rows`` branch); None when a name it would
+    invent (a copy's suffixed name, a tile variable) is already used in the function."""
+    rows, cols = nest.rows, nest.cols
+    lv, cv = rows.var, cols.var
+    pre = rows.body[:-1]
+    p = _Plan(nest, fn, o)
+    flat: list[Stmt] = []  # program order
+    for s in cols.body:
+        flat += list(s.body) if any(s is red for red in nest.reds) else [s]
+    p.uses = {id(s): used_names(s) for s in [*flat, *cols.body]}
+    row_pre, pre_names = _row_statements(pre, lv)
+    p.row_dep = _closure(flat, p.uses, {lv} | pre_names)
+    p.col_dep = _closure(flat, p.uses, {cv})
+    ks = {int_value(red.stop) for red in nest.reds}
+    k = ks.pop() if len(ks) == 1 else None
+    wbytes = _weight_bytes(p)
+    plans = [_widen_plan(red, p, wbytes) for red in nest.reds]
+    scratch = all(w.scratch for w in plans)
+    if not scratch:
+        plans = [replace(w, scratch=False, f16=False) for w in plans]
     nr, nc = register_tile_for(4 if scratch else wbytes, o)
     p.build_names(nr, nc)
 
     n_out = int_value(cols.stop)
     assert n_out is not None
-    jt_w = tile_width(n_out, k, wbytes, nc, o)
+    jt_w = tile_width(n_out, k, wbytes * len(nest.reds), nc, o)
     exact = n_out % jt_w == 0
     ib, jt, jb = f"{lv}b", f"{cv}t", f"{cv}b"
     invented = {ib, jt, jb, f"{cv}e", *(f"{cv}_c{c}" for c in range(nc))}
@@ -284,53 +365,21 @@ def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If | None:
                                                origin=cols.origin)]
     last_row = _minus1(rows.stop)
     body += [Decl(f"{lv}_{q}", I64, _min(_add(_v(ib), _c(q)), last_row), True, origin=rows.origin) for q in range(nr)]
+    row_only = [s for s in pre if id(s) in row_pre]
     for q in range(nr):
-        body += [rename(s, p.ren(q, None)) for s in pre]
-
-    widen: list[Stmt] = []
-    red_body: list[Stmt] = []
-    if scratch:
-        assert k is not None
-        for c in range(nc):
-            rc = p.ren(None, c)
-            if f16:
-                hit = f16_run(col_only[0].init, red.var, fn)
-                assert hit is not None
-                buf = rc.get(col_only[-1].var, col_only[-1].var) + "_w"
-                widen.append(Decl(buf, F32, size=_c(k), origin=red.origin))
-                widen.append(replace(h2f_call(hit[0], rename_expr(hit[1], rc), buf, _c(k)), origin=red.origin))
-                continue
-            # the column-only statements, plus those that depend on neither rows nor columns (a per-r
-            # factor such as a vector the weight is multiplied by): they may read those
-            conv = [rename(x, rc) for x in red.body if id(x) in col_ids or _free(x, p)]
-            for t in needed:
-                widen.append(Decl(rc[t] + "_w", F32, size=_c(k), origin=red.origin))
-                conv.append(Store(rc[t] + "_w", _v(red.var), _v(rc[t], F32), origin=red.origin))
-            widen.append(For(red.var, red.start, red.stop, red.step, tuple(conv), "vector", simd=True,
-                             origin=red.origin))
-        for s in red.body:
-            if id(s) not in col_ids:
-                red_body += p.dup(s, nr, nc)
-            elif isinstance(s, Decl) and s.var in needed:
-                red_body += [Decl(p.ren(None, c)[s.var], s.dtype, Load(p.ren(None, c)[s.var] + "_w", _v(red.var), F32),
-                                  s.const, origin=s.origin) for c in range(nc)]
-    else:
-        for s in red.body:
-            red_body += p.dup(s, nr, nc)
-    accs = tuple(p.ren(q, c).get(a, a) for a in red.reduction
-                 for q in (range(nr) if a in p.row_dep else [None])
-                 for c in (range(nc) if a in p.col_dep else [None]))
-    new_red = replace(red, body=tuple(red_body), reduction=accs)
+        body += [rename(s, p.ren(q, None)) for s in row_only]
     col_exact = exact and jt_w % nc == 0
     last_col = _minus1(tile_end)
     cbody: list[Stmt] = [Decl(f"{cv}_c{c}", I64, _add(_v(jb), _c(c)) if col_exact else _min(_add(_v(jb), _c(c)), last_col),
                               True, origin=cols.origin) for c in range(nc)]
+    by_red = {id(w.red): w for w in plans}
     for s in cols.body:
-        cbody += [*widen, new_red] if s is red else p.dup(s, nr, nc)
+        cbody += _tile_reduction(by_red[id(s)], p, nr, nc) if id(s) in by_red else p.dup(s, nr, nc)
     body.append(For(jb, _v(jt), tile_end, _c(nc), tuple(cbody), cols.role, origin=cols.origin))
     row_loop = For(ib, _c(0), rows.stop, _c(nr), tuple(body), "loop", origin=rows.origin)
     tiles = For(jt, _c(0), _c(n_out), _c(jt_w), (row_loop,), "tile", parallel=_parallel(rows), origin=cols.origin)
-    return If(Alu("ge", (rows.stop, _c(nr)), DType.bool), (tiles,), (rows,), origin=rows.origin)
+    once = tuple(s for s in pre if id(s) not in row_pre)  # read no row: computed once, before the tiles
+    return If(Alu("ge", (rows.stop, _c(nr)), DType.bool), (*once, tiles), (rows,), origin=rows.origin)
 
 
 def _free(s: Stmt, p: _Plan) -> bool:
