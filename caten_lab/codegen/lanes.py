@@ -222,7 +222,8 @@ def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Functio
     for arr in arrs.values():
         out += [Decl(arr, ct, size=L, origin=org), lane_loop(lanes, (Store(arr, at, Const(0.0, ct), origin=org),))]
     stop = Const(kc - (lanes - 1), I64) if kc is not None else Alu("sub", (k, Const(lanes - 1, I64)), I64)
-    out.append(For(blk, Const(0, I64), stop, L, (*widened, lane_loop(lanes, tuple(body))), "stage", origin=org))
+    once, body = _block_invariant(body, lane)
+    out.append(For(blk, Const(0, I64), stop, L, (*widened, *once, lane_loop(lanes, tuple(body))), "stage", origin=org))
     if kc is None or kc % lanes:
         tail = Const(kc - kc % lanes, I64) if kc is not None else Alu("sub", (k, Alu("mod", (k, L), I64)), I64)
         out.append(For(v, tail, k, Const(1, I64), loop.body, "stage", origin=org))
@@ -235,6 +236,27 @@ def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Functio
             h //= 2
         out.append(Assign(up.var, Alu("add", (Var(up.var, ct), cell(arr, Const(0, I64))), ct), origin=up.origin))
     return out
+
+
+def _block_invariant(body: list[Stmt], lane: str) -> tuple[list[Stmt], list[Stmt]]:
+    """(the declarations of a lane loop's ``body`` that read nothing that changes across its lanes, the
+    rest): the first run once per lane block. A weight block's scale ``cl_h2f(d[blk / B])`` is such a
+    value; left in the lane loop, gcc vectorized it lane by lane or not at all (a two-reduction Q4_1
+    tile stayed scalar)."""
+    varies = {lane}
+    for s in body:
+        if isinstance(s, Store):
+            varies.add(s.buf)
+    once: list[Stmt] = []
+    rest: list[Stmt] = []
+    for s in body:
+        if isinstance(s, Decl) and s.size is None and not used_names(s) & varies:
+            once.append(s)
+        else:
+            rest.append(s)
+            if isinstance(s, Decl | Assign):
+                varies.add(s.var)
+    return once, rest
 
 
 # --------------------------------------------------------------------------------------- the pass
