@@ -20,7 +20,10 @@ Each inner step loads ROWS operand vectors and COLS weight vectors for ROWS * CO
 the loop is bound by arithmetic rather than loads, and W streams from L3 once per kernel instead of
 once per ROWS rows. Statements are copied per row, per column, or per both, by the names they read
 and write (a dependence closure over the typed statements); those that depend on neither are emitted
-once. ``pre`` is recomputed per column tile. Rows (columns) past the end are clamped to the last one:
+once. The statements of ``pre`` that read no row (a dequantization's mask tables) run once, before the
+tiles; the rest is recomputed per column tile. The output-feature loop may hold several reductions (a
+fused SwiGLU's gate and up projections, joined by their epilogue): each gets its own ROWS x COLS
+accumulators over the same tile. Rows (columns) past the end are clamped to the last one:
 recomputed and stored with identical values by the same iteration. Decode (``seq < ROWS``) runs the
 original nest. Each output's arithmetic is unchanged, so results equal the untiled code.
 
