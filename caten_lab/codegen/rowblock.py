@@ -44,9 +44,7 @@ from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.codegen.kir import (
     Alu,
-    Assign,
     Cast,
-    Comment,
     Const,
     Decl,
     Expr,
@@ -71,8 +69,9 @@ from caten_lab.codegen.kir_names import (
     used_names,
 )
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
-from caten_lab.codegen.kir_walk import int_value, walk
+from caten_lab.codegen.kir_walk import int_value
 from caten_lab.codegen.pass_options import options_from
+from caten_lab.codegen.rowblock_match import Nest, dependence_closure, match, row_statements
 from caten_lab.codegen.rowblock_tiles import (
     DEFAULTS,
     RowBlockOptions,
@@ -83,83 +82,6 @@ from caten_lab.codegen.rowblock_tiles import (
 from caten_lab.errors import CompileError
 
 I64, F32 = DType.int64, DType.float32
-MAIN_ROLES = ("loop", "tile", "collapsed")
-
-
-# -------------------------------------------------------------------------------------- matching
-
-
-@dataclass
-class _Nest:
-    rows: For
-    cols: For
-    reds: list[For]  # the reductions of the output-feature loop, in order (a fused gate/up pair has two)
-
-
-def match(fn: Function, body: tuple[Stmt, ...], i: int) -> _Nest | None:
-    """The rows / output-features / reduction nest at ``body[i]`` when ``body`` is the function body and
-    this is its one main loop, in the shape above."""
-    if body is not fn.body:
-        return None
-    rows = body[i]
-    if not isinstance(rows, For) or rows.role != "loop":
-        return None
-    if sum(1 for s in body if isinstance(s, For) and s.role in MAIN_ROLES) != 1:
-        return None
-    if int_value(rows.stop) is not None or int_value(rows.start) != 0 or int_value(rows.step) != 1 or not rows.body:
-        return None
-    cols = rows.body[-1]
-    if not isinstance(cols, For) or cols.role != "loop" or int_value(cols.stop) is None \
-            or int_value(cols.start) != 0 or int_value(cols.step) != 1:
-        return None
-    if any(isinstance(s, For) and s.role in MAIN_ROLES for s in rows.body[:-1]):
-        return None
-    if not all(isinstance(s, For | Decl | Assign | Store | Comment) for s in cols.body):
-        return None
-    reds = [s for s in cols.body if isinstance(s, For)]
-    if not reds or not all(_plain_reduction(red) for red in reds):
-        return None
-    return _Nest(rows, cols, reds)
-
-
-def _plain_reduction(red: For) -> bool:
-    return red.role == "stage" and red.simd and bool(red.reduction) and red.parallel is None and all(
-        isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None) for s in red.body)
-
-
-def _row_statements(pre: tuple[Stmt, ...], lv: str) -> tuple[set[int], set[str]]:
-    """The statements of ``pre`` whose values depend on the row ``lv`` (ids) and the names they define:
-    what is copied per row. The rest (a dequantization's mask tables) is computed once per tile."""
-    dep = {lv}
-    rows: set[int] = set()
-    changed = True
-    while changed:  # a second sweep picks up an array declared before the loop that fills it
-        changed = False
-        for x in pre:
-            if id(x) in rows:
-                continue
-            defs = declared_names(x) | {y.buf if isinstance(y, Store) else y.var for y in walk((x,))
-                                        if isinstance(y, Store | Assign)}
-            if (used_names(x) | defs) & dep:  # reads a row's value, or writes an array a row's loop fills
-                rows.add(id(x))
-                dep |= defs
-                changed = True
-    return rows, dep - {lv}
-
-
-def _closure(flat: list[Stmt], uses: dict[int, set[str]], seed: set[str]) -> set[str]:
-    """``seed`` plus every scalar written from an expression that reads a name already in the set
-    (statements in program order; a second sweep picks up accumulators read before their update)."""
-    dep = set(seed)
-    changed = True
-    while changed:
-        changed = False
-        for s in flat:
-            t = target(s)
-            if t is not None and t not in dep and uses[id(s)] & dep:
-                dep.add(t)
-                changed = True
-    return dep
 
 
 # -------------------------------------------------------------------------------------- rewrite
@@ -167,7 +89,7 @@ def _closure(flat: list[Stmt], uses: dict[int, set[str]], seed: set[str]) -> set
 
 @dataclass
 class _Plan:
-    nest: _Nest
+    nest: Nest
     fn: Function
     o: RowBlockOptions
     row_dep: set[str] = field(default_factory=set)
@@ -328,7 +250,7 @@ def _tile_reduction(w: _Widen, p: _Plan, nr: int, nc: int) -> list[Stmt]:
     return [*widen, replace(red, body=tuple(red_body), reduction=accs)]
 
 
-def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If | None:
+def block_rows(nest: Nest, fn: Function, o: RowBlockOptions) -> If | None:
     """The tiled nest (with the original as the ``seq < rows`` branch); None when a name it would
     invent (a copy's suffixed name, a tile variable) is already used in the function."""
     rows, cols = nest.rows, nest.cols
@@ -339,9 +261,9 @@ def block_rows(nest: _Nest, fn: Function, o: RowBlockOptions) -> If | None:
     for s in cols.body:
         flat += list(s.body) if any(s is red for red in nest.reds) else [s]
     p.uses = {id(s): used_names(s) for s in [*flat, *cols.body]}
-    row_pre, pre_names = _row_statements(pre, lv)
-    p.row_dep = _closure(flat, p.uses, {lv} | pre_names)
-    p.col_dep = _closure(flat, p.uses, {cv})
+    row_pre, pre_names = row_statements(pre, lv)
+    p.row_dep = dependence_closure(flat, p.uses, {lv} | pre_names)
+    p.col_dep = dependence_closure(flat, p.uses, {cv})
     ks = {int_value(red.stop) for red in nest.reds}
     k = ks.pop() if len(ks) == 1 else None
     wbytes = _weight_bytes(p)

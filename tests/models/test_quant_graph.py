@@ -288,7 +288,7 @@ def test_every_index_checked(t):
 @pytest.mark.parametrize("t,lanes", [("Q8_0", 32), ("Q4_1", 16), ("Q4_K", 32), ("Q6_K", 16)])
 def test_lane_blocks_align_with_weight_blocks(t, lanes):
     """The decode matvec's lane blocks never straddle two weight blocks: the lane count divides the
-    block (and sub-block) size, and inside a lane block the scale is read at a lane-invariant index."""
+    block (and sub-block) size, and the block's scale is read once per lane block, before the lane loop."""
     rows, k = 40, k_for(t, 8 if gq.LAYOUTS[t][0] == 32 else 2)
     raw, deq = quantized(t, rows, k, seed=10)
     x = placeholder((1, k), "float32", name="x")
@@ -302,8 +302,9 @@ def test_lane_blocks_align_with_weight_blocks(t, lanes):
     for b in blocks:
         (inner,) = [s for s in b.body if isinstance(s, kir.For)]
         lane_vars = {inner.var} | {s.var for s in inner.body if isinstance(s, kir.Decl) and inner.var in vars_of(s.init)}
-        scale_loads = [ld for s in inner.body for ld in loads_of(s) if ld.buf in f16]
-        assert scale_loads and all(not (vars_of(ld.index) & lane_vars) for ld in scale_loads)
+        hoisted = [ld for s in b.body if s is not inner for ld in loads_of(s) if ld.buf in f16]
+        inside = [ld for s in inner.body for ld in loads_of(s) if ld.buf in f16]
+        assert hoisted and all(not (vars_of(ld.index) & lane_vars) for ld in inside), (hoisted, inside)
     xs = np.random.default_rng(11).standard_normal((1, k)).astype(np.float32)
     got = prog({**raw_inputs("w", t, raw), "x": xs})[0]
     close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
