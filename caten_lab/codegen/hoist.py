@@ -124,17 +124,21 @@ def _hoist_stage(stage: For, j_defs: set[str], params: set[str], fresh: _Fresh, 
                 cands.append(v)
     if not cands:
         return None
-    needs = {v: _closure(v, decls) for v in cands}
-    need = set().union(*needs.values())
+    need = _closure(cands, decls)
     # values that read nothing from the enclosing loops (a dequantization's nibble masks: functions of the
     # stage index alone) get a loop of their own, so a later pass can keep them out of per-row copies
-    local = set(decls) | {r} | params
-    tables = [v for v in cands if not set().union(*(_used(decls[x]) for x in needs[v])) - local]
+    local = {r} | params
+    outer: dict[str, bool] = {}  # reads something defined outside the stage body (one pass, program order)
+    for s in stage.body:
+        if isinstance(s, Decl) and s.var in decls:
+            u = _used(s)
+            outer[s.var] = bool(u - local - decls.keys()) or any(outer.get(x, True) for x in u & decls.keys())
+    tables = [v for v in cands if not outer[v]]
     before: list[Stmt] = []
     reads: dict[str, Expr] = {}
-    for group in (tables, [v for v in cands if v not in tables]):
+    for group in (tables, [v for v in cands if outer[v]]):
         if group:
-            before += _hoist_loop(stage, group, set().union(*(needs[v] for v in group)), decls, fresh, k, reads)
+            before += _hoist_loop(stage, group, _closure(group, decls), decls, fresh, k, reads)
     body: list[Stmt] = []
     for s in stage.body:
         if isinstance(s, Decl) and s.var in reads:
@@ -150,10 +154,10 @@ def _hoist_stage(stage: For, j_defs: set[str], params: set[str], fresh: _Fresh, 
     return before, replace(stage, body=tuple(reversed(kept)))
 
 
-def _closure(v: str, decls: dict[str, Decl]) -> set[str]:
-    """``v`` and the temporaries of the stage body its value is computed from."""
+def _closure(values: list[str], decls: dict[str, Decl]) -> set[str]:
+    """``values`` and the temporaries of the stage body they are computed from."""
     out: set[str] = set()
-    stack = [v]
+    stack = list(values)
     while stack:
         x = stack.pop()
         if x not in out:
