@@ -13,16 +13,19 @@ from caten_lab.codegen.kir import (
     NO_ORIGIN,
     Addr,
     Alu,
+    Assign,
     Call,
     Cast,
     Check,
     Const,
+    Decl,
     Expr,
     For,
     Load,
     Origin,
     Parallel,
     Stmt,
+    Store,
     Var,
 )
 
@@ -139,3 +142,6 @@ def trip_count(loop: For) -> int | None:
     return max(0, -(-(b - a) // s))
 
 
+def straight_line(body: tuple[Stmt, ...]) -> bool:
+    """Whether ``body`` is only scalar declarations, assignments and stores (no loop, branch or local array)."""
+    return all(isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None) for s in body)

@@ -47,7 +47,7 @@ from caten_lab.air.graph import Graph
 from caten_lab.codegen.kir import Alu, Assign, Const, Decl, Expr, For, Function, Load, Stmt, Store, Var
 from caten_lab.codegen.kir_names import expr_names, f16_run, h2f_call, load_widths, names_in, used_names
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
-from caten_lab.codegen.kir_walk import exprs_of, int_value, map_expr, walk
+from caten_lab.codegen.kir_walk import exprs_of, int_value, map_expr, straight_line, walk
 from caten_lab.codegen.pass_options import check_options, options_from
 from caten_lab.errors import CompileError
 
@@ -148,8 +148,7 @@ def match(loop: Stmt, fn: Function, o: LaneOptions, body: tuple[Stmt, ...] = (),
         return None
     if loop.parallel is not None or int_value(loop.start) != 0 or int_value(loop.step) != 1 or not loop.body:
         return None
-    if not all(isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None)
-               for s in loop.body):
+    if not straight_line(loop.body):
         return None
     blocks = block_sizes(loop)
     if len(loop.reduction) > 1 and not blocks:

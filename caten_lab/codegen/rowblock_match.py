@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from caten_lab.codegen.kir import Assign, Comment, Decl, For, Function, Stmt, Store
 from caten_lab.codegen.kir_names import declared_names, target, used_names
-from caten_lab.codegen.kir_walk import int_value, walk
+from caten_lab.codegen.kir_walk import int_value, straight_line, walk
 
 MAIN_ROLES = ("loop", "tile", "collapsed")
 
@@ -49,26 +49,24 @@ def match(fn: Function, body: tuple[Stmt, ...], i: int) -> Nest | None:
 
 
 def plain_reduction(red: For) -> bool:
-    return red.role == "stage" and red.simd and bool(red.reduction) and red.parallel is None and all(
-        isinstance(s, Decl | Assign | Store) and not (isinstance(s, Decl) and s.size is not None) for s in red.body)
+    return red.role == "stage" and red.simd and bool(red.reduction) and red.parallel is None and straight_line(red.body)
 
 
 def row_statements(pre: tuple[Stmt, ...], lv: str) -> tuple[set[int], set[str]]:
     """The statements of ``pre`` whose values depend on the row ``lv`` (ids) and the names they define:
-    what is copied per row. The rest (a dequantization's mask tables) is computed once per tile."""
+    what is copied per row. The rest (a dequantization's mask tables) is computed once, before the tiles."""
+    defs = {id(x): declared_names(x) | {y.buf if isinstance(y, Store) else y.var for y in walk((x,))
+                                        if isinstance(y, Store | Assign)} for x in pre}
+    touched = {id(x): used_names(x) | defs[id(x)] for x in pre}
     dep = {lv}
     rows: set[int] = set()
     changed = True
     while changed:  # a second sweep picks up an array declared before the loop that fills it
         changed = False
         for x in pre:
-            if id(x) in rows:
-                continue
-            defs = declared_names(x) | {y.buf if isinstance(y, Store) else y.var for y in walk((x,))
-                                        if isinstance(y, Store | Assign)}
-            if (used_names(x) | defs) & dep:  # reads a row's value, or writes an array a row's loop fills
+            if id(x) not in rows and touched[id(x)] & dep:  # reads a row's value, or writes an array a row's loop fills
                 rows.add(id(x))
-                dep |= defs
+                dep |= defs[id(x)]
                 changed = True
     return rows, dep - {lv}
 
