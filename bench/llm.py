@@ -218,7 +218,14 @@ def with_ratios(row: dict, ref: dict | None) -> dict:
 
 
 def bench_file(
-    name: str, systems: list[str], threads_list: list[int], gen: int, n_prefill: int, runs: int, table: Table
+    name: str,
+    systems: list[str],
+    threads_list: list[int],
+    gen: int,
+    n_prefill: int,
+    runs: int,
+    table: Table,
+    cache_dir: Path | None = None,
 ) -> list[dict]:
     path = file_path(name)
     (text,) = llamacpp.tokenize(path, [LIGHTHOUSE])
@@ -231,7 +238,7 @@ def bench_file(
         ids_file = Path(tmp) / "ids.json"
         ids_file.write_text(json.dumps(prompt))
         for threads in threads_list:
-            caches = {s: Path(tmp) / f"cache-{s}-{threads}" for s in systems}  # empty for each first run
+            caches = {s: cache_dir or Path(tmp) / f"cache-{s}-{threads}" for s in systems}  # empty: cold
             got: dict[str, list[dict]] = {s: [] for s in systems}
             plan = [gen] * runs + ([0] if runs == 1 else [])  # a warm process for ttft_warm_s
             for n in plan:
@@ -243,7 +250,8 @@ def bench_file(
                 rows.append(with_ratios(row, ref))
                 table.print_row(rows[-1])
             for c in caches.values():
-                shutil.rmtree(c, ignore_errors=True)
+                if c != cache_dir:
+                    shutil.rmtree(c, ignore_errors=True)
     return rows
 
 
@@ -263,6 +271,12 @@ def main() -> None:
     ap.add_argument("--gen", type=int, default=None, help="decode tokens (default 128; --quick: 16)")
     ap.add_argument("--prefill", type=int, default=128, help="prompt tokens (default 128)")
     ap.add_argument("--runs", type=int, default=None, help="processes per row (default 3; --quick: 1)")
+    ap.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="caten_lab's compile cache for every process (default: an empty one per row, so ttft_cold_s is "
+        "cold; with this it is the time on whatever DIR holds)",
+    )
     ap.add_argument("--worker")
     ap.add_argument("--family")
     ap.add_argument("--file")
@@ -291,7 +305,7 @@ def main() -> None:
     )
     table, rows = Table(COLUMNS, width=11), []
     for name in files:
-        rows += bench_file(name, systems, threads_list, gen, args.prefill, runs, table)
+        rows += bench_file(name, systems, threads_list, gen, args.prefill, runs, table, args.cache_dir)
     ratios: dict[str, dict[str, float]] = {"decode_vs_llamacpp": {}, "prefill_vs_llamacpp": {}}
     for r in rows:
         if r["system"] == "caten_lab":

@@ -8,6 +8,7 @@ place into the caller's array. ``run(graph, inputs)`` compiles once per structur
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import operator
 import threading
@@ -452,19 +453,21 @@ def compile(  # noqa: A001 - the public name the contract asks for
             _structure_of(graph), safety=safety, threads=cfg.threads, cc=cfg.cc, flags=tuple(tc.flags),
             passes=_default_options(),
         )
-        cached = None if force else artifact_cache.load(cfg.cache_dir, key)
-    if cached is not None:
-        compiled_graph, arts = cached
-        pass_trace = None
-    else:
-        res = lower_to_c(graph, safety=safety, trace=tracing, pipeline=pipeline, threads=cfg.threads)
-        compiled_graph, arts, pass_trace = res.graph, res.ctx.artifacts, res.trace
-        if key is not None:
-            artifact_cache.store(cfg.cache_dir, key, (compiled_graph, arts))
-    compile_s = time.perf_counter() - t0
-    source = arts["c_source"]
-    # verified; force discards the cached one; the renderer's units let a big source build in parallel
-    built = build_library(source, tc, cfg.cache_dir, force=force, units=arts.get("c_units"))
+    # a process compiling the same key into the same cache directory finishes first; then this one loads
+    with artifact_cache.building(cfg.cache_dir, key) if key is not None else contextlib.nullcontext():
+        cached = None if force or key is None else artifact_cache.load(cfg.cache_dir, key)
+        if cached is not None:
+            compiled_graph, arts = cached
+            pass_trace = None
+        else:
+            res = lower_to_c(graph, safety=safety, trace=tracing, pipeline=pipeline, threads=cfg.threads)
+            compiled_graph, arts, pass_trace = res.graph, res.ctx.artifacts, res.trace
+            if key is not None:
+                artifact_cache.store(cfg.cache_dir, key, (compiled_graph, arts))
+        compile_s = time.perf_counter() - t0
+        source = arts["c_source"]
+        # verified; force discards the cached one; the renderer's units let a big source build in parallel
+        built = build_library(source, tc, cfg.cache_dir, force=force, units=arts.get("c_units"))
     t_load = time.perf_counter()
     lib = Library(built.load_path or built.path)
     load_s = time.perf_counter() - t_load

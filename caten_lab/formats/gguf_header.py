@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caten_lab.formats.gguf_layout import TensorSpan, check_tensor_layout, reader_error
+from caten_lab.formats.gguf_layout import TensorSpan, check_tensor_layout
 from caten_lab.formats.rules import WeightsError
 
-__all__ = ["GGUFHeader", "GGUFTensorInfo", "VALUE_TYPES", "mapped", "metadata_hash", "open_gguf", "read_gguf_header"]
+__all__ = ["GGUFHeader", "GGUFTensorInfo", "VALUE_TYPES", "mapped", "metadata_hash", "read_gguf_header"]
 
 GGUF_MAGIC = b"GGUF"
 MAX_DIMS = 4
@@ -228,17 +228,3 @@ def _type_name(type_id: int) -> str:
     import gguf
 
     return gguf.GGMLQuantizationType(type_id).name
-
-
-def open_gguf(path: str | os.PathLike) -> tuple[GGUFHeader, Any]:
-    """The checked header and a ``gguf.GGUFReader`` of a file that passed every check (the reader's
-    tensors view the memory-mapped file)."""
-    import gguf
-
-    p = Path(path)
-    header = read_gguf_header(p, mapped(p))
-    try:
-        reader = gguf.GGUFReader(str(p))
-    except Exception as exc:  # noqa: BLE001 - not expected after the walk; the package's refusal still wins
-        raise reader_error(str(p), exc) from None
-    return header, reader

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from caten_lab.formats.gguf_header import open_gguf
+from caten_lab.formats.gguf_file import open_gguf
 from caten_lab.formats.model_check import check_model_tensors
 from caten_lab.formats.rules import WeightsError
 from caten_lab.formats.safetensors_header import SafetensorsHeader, TensorEntry, check_header

@@ -40,6 +40,7 @@ from caten_lab.runtime.cache_files import (
     bad_entry,
     cache_root,
     hash_sources,
+    one_builder,
     read_entry,
     sealed,
     unseal,
@@ -138,6 +139,12 @@ def decode(body: bytes) -> tuple[Graph, dict[str, Any]]:
     obj = json.loads(body[nl + 1 :], object_hook=hook)
     arts = {name: CODECS[name][1](v) for name, v in obj["artifacts"].items()}
     return serialize.from_json(obj["graph"]), arts
+
+
+def building(cache_dir: Path, key: str) -> contextlib.AbstractContextManager[None]:
+    """The block that loads, or compiles and stores, the entry ``key`` (and builds its library): one
+    process at a time per key (:func:`~caten_lab.runtime.cache_files.one_builder`)."""
+    return one_builder(cache_root(cache_dir), key)
 
 
 def load(cache_dir: Path, key: str) -> tuple[Graph, dict[str, Any]] | None:

@@ -13,6 +13,8 @@ through this module:
   file mode (``mkstemp`` would leave 0o600), then ``os.replace`` — readers never see a partial file.
 - :func:`sealed` / :func:`unseal`: a one-line JSON header carrying the SHA-256 of the body, so a
   truncated or edited entry is detected on load (:func:`bad_entry` warns and the caller rebuilds).
+- :func:`one_builder`: an advisory lock per entry key, so processes sharing the directory that miss the
+  same entry build it once (the others wait, then load it).
 """
 
 from __future__ import annotations
@@ -26,14 +28,20 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from caten_lab.errors import CatenError
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: builds of the same entry by two processes are not serialized
+    fcntl = None  # type: ignore[assignment]
+
 STALE_S = 3600.0  # a temp file this old belongs to a writer that died (cc times out after 600 s)
-TEMP_PATTERNS = (".tmp_*", ".artifacts_*.tmp", ".prepared_*.tmp")
+TEMP_PATTERNS = (".tmp_*", ".artifacts_*.tmp", ".prepared_*.tmp", ".lock_*")
+LOCK_WAIT_S = 900.0  # longest wait for another process's build of the same entry (then build it too)
 LEGACY_PATTERNS = ("artifacts_*.pkl",)  # pickled compile results of older versions: never loaded
 
 
@@ -137,6 +145,37 @@ def sweep(d: Path, now: float | None = None) -> int:
                 p.unlink()
                 n += 1
     return n
+
+
+@contextlib.contextmanager
+def one_builder(root: Path, key: str, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """Build the entry ``key`` of the cache directory ``root`` in one process at a time.
+
+    Processes sharing a cache directory (two notebooks, test workers) that miss the same entry would
+    each build it; inside this block a process holds an advisory lock on ``root/.lock_<key>``, so the
+    second one waits, then finds the first one's entry. Best effort: without ``fcntl``, when the lock
+    file cannot be made, or after ``wait_s`` seconds of waiting, the block runs unlocked (a duplicate
+    build, never a failure). Closing the file releases the lock, also when the process dies."""
+    try:
+        fd = os.open(Path(root) / f".lock_{key}", os.O_RDWR | os.O_CREAT, file_mode())
+    except OSError:
+        fd = -1
+    try:
+        deadline = time.monotonic() + wait_s
+        while fcntl is not None and fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            except OSError:
+                break
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def publish(tmp: str | os.PathLike, path: Path) -> None:

@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import gguf
 import jinja2
 import jinja2.ext
 import jinja2.nodes
@@ -31,6 +30,8 @@ import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from caten_lab.errors import CatenError
+from caten_lab.formats.gguf_file import read_gguf
+from caten_lab.formats.rules import WeightsError
 from caten_lab.type_words import a_type
 
 TEMPLATE_FILE = "<chat template>"
@@ -151,11 +152,10 @@ def _plain(value: Any, where: str) -> Any:
 def _reader(path_or_reader: Any) -> tuple[Any, str]:
     if isinstance(path_or_reader, str | os.PathLike):
         try:
-            return gguf.GGUFReader(path_or_reader), str(path_or_reader)
-        except (OSError, ValueError) as e:
+            return read_gguf(path_or_reader), str(path_or_reader)
+        except WeightsError as e:
             raise ChatTemplateError(
-                f"{path_or_reader}: cannot read GGUF ({type(e).__name__}: {e})"[:300],
-                hint="truncated or not a GGUF file",
+                f"{path_or_reader}: cannot read GGUF ({e})"[:300], hint="truncated or not a GGUF file"
             ) from None
     return path_or_reader, str(getattr(path_or_reader, "path", "GGUF"))
 
@@ -165,9 +165,12 @@ def _string_field(reader: Any, key: str, where: str) -> str | None:
     if field is None:
         return None
     try:
-        return bytes(field.parts[field.data[0]]).decode("utf-8")
+        value = field.contents()
     except (IndexError, UnicodeDecodeError) as e:
         raise ChatTemplateError(f"{where}: metadata {key} is not a UTF-8 string ({e})") from None
+    if not isinstance(value, str):
+        raise ChatTemplateError(f"{where}: metadata {key} is not a string but {a_type(value)}")
+    return value
 
 
 def _token_text(reader: Any, id_key: str, where: str) -> str | None:
@@ -176,12 +179,10 @@ def _token_text(reader: Any, id_key: str, where: str) -> str | None:
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     if field is None or tokens is None:
         return None
-    tid = int(field.parts[field.data[0]][0])
-    if not 0 <= tid < len(tokens.data):
-        raise ChatTemplateError(
-            f"{where}: {id_key} = {tid} is not a token id (the vocabulary has {len(tokens.data)})"
-        )
-    return bytes(tokens.parts[tokens.data[tid]]).decode("utf-8", errors="replace")
+    tid, texts = int(field.contents()), tokens.contents()
+    if not 0 <= tid < len(texts):
+        raise ChatTemplateError(f"{where}: {id_key} = {tid} is not a token id (the vocabulary has {len(texts)})")
+    return str(texts[tid])
 
 
 def check_messages(messages: object) -> list[dict[str, Any]]:

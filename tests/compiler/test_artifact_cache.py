@@ -1,10 +1,17 @@
 """The compile-result cache: a warm compile skips the passes and gives the same program."""
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 from compiler_progs import row_max_graph
 from kir_progs import chain
 
+import caten_lab.compiler as compiler
 from caten_lab.air import Graph
 from caten_lab.codegen.render import render_program
 from caten_lab.compiler import compile
@@ -101,3 +108,45 @@ def test_the_renderers_units_round_trip_through_the_cache():
     assert arts == {"c_source": r.source, "c_units": r.units}
     assert [name for name, _ in arts["c_units"]] == ["prelude", "kern0", "kern1", "kern2", "kern3", "kern4",
                                                     "prototypes", "entry"]
+
+
+_WAITER = """
+import sys
+from pathlib import Path
+import caten_lab.compiler as compiler
+from compiler_progs import row_max_graph
+
+def lowered(*a, **k):
+    raise SystemExit("lowered: it did not wait for the other process's compile")
+
+compiler.lower_to_c = lowered
+Path(sys.argv[1]).touch()  # about to compile
+print("ok", compiler.compile(row_max_graph()).cached)
+"""
+
+
+def test_a_second_process_waits_for_the_compile_in_progress_and_loads_it(tmp_path, monkeypatch):
+    """Processes sharing a cache directory (two notebooks, two test workers) compile a missing entry once:
+    while this process lowers the graph, another one compiling the same graph waits for it, then loads its
+    result and library instead of running the passes and the C compiler again."""
+    cache, ready = tmp_path / "cache", tmp_path / "ready"
+    env = {**os.environ, "CATEN_CACHE_DIR": str(cache),
+           "PYTHONPATH": str(Path(__file__).resolve().parent)}
+    real, child = compiler.lower_to_c, []
+
+    def lower_slowly(*a, **k):
+        child.append(subprocess.Popen([sys.executable, "-c", _WAITER, str(ready)], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=env))
+        deadline = time.monotonic() + 120
+        while not ready.exists() and time.monotonic() < deadline and child[0].poll() is None:
+            time.sleep(0.02)
+        time.sleep(0.5)  # the other process is in compile() now: without the lock it would lower too
+        return real(*a, **k)
+
+    monkeypatch.setattr(compiler, "lower_to_c", lower_slowly)
+    with settings(cache_dir=cache):
+        prog = compile(row_max_graph())
+    out, err = child[0].communicate(timeout=300)
+    assert ready.exists() and not prog.cached
+    assert child[0].returncode == 0 and out.split() == ["ok", "True"], out + err
+    assert list(cache.glob(".lock_*"))  # the lock files stay (swept with the temp files)

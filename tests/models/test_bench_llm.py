@@ -18,6 +18,8 @@ import pytest
 from refs import llamacpp
 from refs.texts import LIGHTHOUSE
 
+from caten_lab.config import config
+
 pytestmark = pytest.mark.skipif(
     not llamacpp.available() or importlib.util.find_spec("transformers") is None,
     reason="xllamacpp and transformers (the [dev] extra) are needed",
@@ -49,8 +51,12 @@ def test_bench_llm_quick_json(smollm2_gguf, tmp_path):
         "8",
         "--json",
         str(out),
+        # the session's compile cache: SmolLM2 with the defaults is compiled once for this, the chat tests and
+        # notebook 08 (a cold compile here would be ~30 s more, and the timings are not asserted)
+        "--cache-dir",
+        str(config().cache_dir),
     ]
-    env = dict(os.environ, CATEN_SMOLLM2=str(smollm2_gguf))  # the session's compile cache: SmolLM2 is compiled once
+    env = dict(os.environ, CATEN_SMOLLM2=str(smollm2_gguf))
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "decode_vs_llamacpp" in p.stdout and "smollm2-Q4_1@2t" in p.stdout

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from caten_lab.config import config
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
@@ -34,11 +36,12 @@ pytestmark = pytest.mark.xdist_group("notebooks")
 
 
 @pytest.fixture(scope="module")
-def kernel_env(tmp_path_factory):
-    """Environment of the kernels: small sizes, a private compile cache, no OpenMP spinning."""
+def kernel_env():
+    """Environment of the kernels: small sizes, the session's compile cache (notebook 08's SmolLM2 is then
+    the program the chat tests compile: ~30 s less), no OpenMP spinning."""
     env = {
         "CATEN_NOTEBOOK_SMALL": "1",
-        "CATEN_CACHE_DIR": str(tmp_path_factory.mktemp("caten_cache")),
+        "CATEN_CACHE_DIR": str(config().cache_dir),
         "OMP_WAIT_POLICY": "PASSIVE",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_VERBOSITY": "error",

@@ -225,7 +225,7 @@ def smollm2_export(smollm2_gguf, tmp_path_factory):
 def smollm2_session(smollm2_gguf):
     from caten_lab.workflow.chat import open_chat
 
-    return open_chat(smollm2_gguf, n_ctx=512, max_tokens=32)
+    return open_chat(smollm2_gguf, max_tokens=32)  # the default n_ctx: the program test_chat_real compiles
 
 
 @pytest.mark.parametrize("system", [None, "You are a geography teacher. Answer in one sentence."])

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from caten_lab.errors import CatenError
-from caten_lab.formats.rules import VocabError
+from caten_lab.formats.gguf_file import read_gguf
+from caten_lab.formats.rules import VocabError, WeightsError
 from caten_lab.type_words import a_type
 
 # tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*)
@@ -83,13 +84,11 @@ class VocabMeta:
 def _reader(source: Any) -> tuple[Any, str]:
     if isinstance(source, str | Path):
         try:
-            import gguf
-
-            return gguf.GGUFReader(str(source)), str(source)
-        except (OSError, ValueError, IndexError, KeyError) as err:
-            raise CatenError(f"cannot read GGUF file {source}: {err}", hint="pass a .gguf file path") from err
+            return read_gguf(source), str(source)
+        except WeightsError as err:
+            raise CatenError(f"cannot read GGUF file {source}: {err}", hint="pass a .gguf file path") from None
     if not hasattr(source, "fields"):
-        raise CatenError(f"expected a GGUF path or gguf.GGUFReader, got {a_type(source)}")
+        raise CatenError(f"expected a GGUF path, read_gguf() contents or gguf.GGUFReader, got {a_type(source)}")
     return source, str(getattr(source, "path", "<GGUFReader>"))
 
 
