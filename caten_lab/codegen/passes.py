@@ -21,7 +21,7 @@ from caten_lab.codegen.lanes import Lanes
 from caten_lab.codegen.loop_opts import SIMD_RULES, UNROLL_MAX, UNROLL_RULES
 from caten_lab.codegen.lower import LowerOptions
 from caten_lab.codegen.lower_program import build_program, kernel_nodes
-from caten_lab.codegen.parallel import PARALLEL_RULES, PARALLEL_WORK, UNNEST_RULES
+from caten_lab.codegen.parallel import PARALLEL_RULES, UNNEST_RULES, default_parallel_work
 from caten_lab.codegen.render import render_program
 from caten_lab.codegen.rowblock import RowBlock
 from caten_lab.errors import CompileError
@@ -116,8 +116,10 @@ class ParallelLoops(KernelRulePass):
     description = "OpenMP parallel outer loops (collapsed where needed) behind a work threshold"
     rules = PARALLEL_RULES
 
-    def __init__(self, *, parallel_work: int = PARALLEL_WORK) -> None:
-        super().__init__(parallel_work=int_option(self.name, "parallel_work", parallel_work, 0, 1 << 62))
+    def __init__(self, *, parallel_work: int | None = None) -> None:
+        # None: by the OpenMP wait policy this process's threads run under (parallel.default_parallel_work)
+        work = default_parallel_work() if parallel_work is None else parallel_work
+        super().__init__(parallel_work=int_option(self.name, "parallel_work", work, 0, 1 << 62))
 
 
 class UnrollLoops(KernelRulePass):

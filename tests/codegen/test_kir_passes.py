@@ -131,7 +131,7 @@ def test_simd_marks_sums_and_matmul_lanes() -> None:
 
 def test_parallel_runs_big_kernels_in_parallel_and_small_ones_serially() -> None:
     g = Graph()
-    g.mark_output(g.insert("exp2", [_x(g, "x", (512, 256))]))
+    g.mark_output(g.insert("exp2", [_x(g, "x", (1024, 1024))]))  # above the threshold of sleeping threads too
     _, after, rws = stages(g)["parallel"]
     assert [r.rule for r in rws] == ["parallel_nest"]
     (top,) = [s for s in after.functions[0].body if isinstance(s, For)]
@@ -140,7 +140,7 @@ def test_parallel_runs_big_kernels_in_parallel_and_small_ones_serially() -> None
     small = Graph()
     small.mark_output(small.insert("exp2", [_x(small, "x", (4, 8))]))
     assert stages(small)["parallel"][2] == []  # 32 operations: below the work threshold
-    same_as_numpy(g, {"x": _rand(512, 256)})
+    same_as_numpy(g, {"x": _rand(1024, 1024)})
 
 
 def test_unnest_chooses_one_parallel_loop_at_run_time() -> None:
@@ -270,3 +270,20 @@ def test_collapse_flattens_contiguous_nests_only() -> None:
     g.mark_output(g.insert("add", [x, g.insert("index", [], shape=(3, 5), axis=1, dtype=dtypes.float32)]))
     assert stages(g)["collapse"][2] == []
     same_as_numpy(g, {"x": _rand(3, 5)})
+
+
+def test_the_parallel_threshold_follows_the_openmp_wait_policy():
+    """Sleeping threads (PASSIVE, caten_lab's default) make each parallel region pay a wake-up, so small
+    kernels stay serial; spinning ones (ACTIVE, or libgomp's GOMP_SPINCOUNT, which wins) wake at once."""
+    from caten_lab.codegen.parallel import PARALLEL_WORK, PARALLEL_WORK_PASSIVE, default_parallel_work
+    from caten_lab.codegen.passes import ParallelLoops
+
+    assert PARALLEL_WORK_PASSIVE > PARALLEL_WORK
+    assert default_parallel_work({"OMP_WAIT_POLICY": "PASSIVE"}) == PARALLEL_WORK_PASSIVE
+    assert default_parallel_work({"OMP_WAIT_POLICY": "passive "}) == PARALLEL_WORK_PASSIVE
+    assert default_parallel_work({"OMP_WAIT_POLICY": "ACTIVE"}) == PARALLEL_WORK
+    assert default_parallel_work({}) == PARALLEL_WORK  # libgomp's own default spins a while
+    assert default_parallel_work({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}) == PARALLEL_WORK
+    assert default_parallel_work({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}) == PARALLEL_WORK_PASSIVE
+    assert ParallelLoops().options == {"parallel_work": default_parallel_work()}  # this process's policy
+    assert ParallelLoops(parallel_work=7).options == {"parallel_work": 7}

@@ -53,8 +53,10 @@ def test_gpt2_decoder_c_equals_interpreter_prefill_and_decode(fmt):
         np.testing.assert_allclose(a_c[name], a_n[name], rtol=2e-4, atol=2e-5)
 
 
-def test_matvec_operands_are_hoisted_and_lm_head_runs_in_parallel():
-    graph, _, _ = _decoder(vocab=1500)  # enough work for two threads
+def test_matvec_operands_are_hoisted_and_lm_head_runs_in_parallel(monkeypatch):
+    # enough work for two spinning threads (72k operations; sleeping ones, the PASSIVE default, wait for 2^19)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    graph, _, _ = _decoder(vocab=1500)
     prog = lower_to_c(graph, threads=2).ctx.artifacts["kernel_ir"]
     # the last LayerNorm + lm_head kernel: its vocabulary loop is a top-level loop
     (fn,) = [f for f in prog.functions if any(isinstance(s, For) and s.stop == Const(1500, DType.int64)

@@ -282,7 +282,9 @@ def _case_movement(draw: Any, b: Batch, rng: np.random.Generator) -> None:
     kind = draw(st.sampled_from(["triu", "tril", "gather", "flip", "pad", "cat", "slice", "rows", "matmul"]))
     dt = draw(st.sampled_from(ALL))
     shape = _shape(draw, min_rank=2 if kind in ("triu", "tril") else 1)
-    a = hostile(rng, dt, shape)
+    # a float matmul of the largest magnitudes overflows in float32 at a point that depends on the sum's
+    # order (inf, or inf + -inf = nan), which the float64 reference cannot know: NaN/inf/-0.0 only there
+    a = hostile(rng, dt, shape, extremes=not (kind == "matmul" and dt in FLOAT))
     x = b.bind(a)
     k = draw(st.integers(-2, 2))
     if kind in ("triu", "tril"):
