@@ -42,6 +42,7 @@ VALUE_TYPES: dict[int, tuple[str, str]] = {
     10: ("UINT64", "Q"), 11: ("INT64", "q"), 12: ("FLOAT64", "d"),
 }
 STRING, ARRAY, BOOL, UINT32 = 8, 9, 7, 4
+_U64 = struct.Struct("<Q")
 KV_MIN, TENSOR_MIN = 13, 32  # the fewest bytes a key/value (empty key, u8 value) and a tensor info take
 
 
@@ -99,6 +100,30 @@ class _Walk:
         self.pos += n
         return text
 
+    def strings(self, count: int, key: str) -> list[str]:
+        """``count`` strings (the items of array ``key``): :meth:`string` ``count`` times, with the same
+        checks and messages, in one loop (a vocabulary has ~50k of them: 0.29 s -> ~0.1 s for SmolLM2)."""
+        buf, pos, end = self.buf, self.pos, len(self.buf)
+        length = _U64.unpack_from
+        out: list[str] = []
+        for i in range(count):
+            if end - pos < 8:
+                self.pos = pos
+                raise self.fail(f"the length of item {i} of {key!r} is cut off by the end of the file")
+            (n,) = length(buf, pos)
+            pos += 8
+            if n > end - pos:
+                self.pos = pos
+                raise self.fail(f"item {i} of {key!r} has a length of {n} bytes, past the end of the file")
+            try:
+                out.append(str(buf[pos : pos + n], "utf-8"))
+            except UnicodeDecodeError:
+                self.pos = pos
+                raise self.fail(f"item {i} of {key!r} is not UTF-8") from None
+            pos += n
+        self.pos = pos
+        return out
+
     def value(self, vtype: int, what: str) -> Any:
         if vtype == STRING:
             return self.string(what)
@@ -121,7 +146,7 @@ class _Walk:
         if count > self.left() // least:
             raise self.fail(f"metadata {key!r} claims {count} items, more than the {self.left()} bytes left hold")
         if itype == STRING:
-            return vtype, (itype, [self.string(f"item {i} of {key!r}") for i in range(count)])
+            return vtype, (itype, self.strings(count, key))
         code = VALUE_TYPES[itype][1]
         items = list(struct.unpack_from(f"<{count}{code}", self.buf, self.pos))
         self.pos += count * struct.calcsize("<" + code)
