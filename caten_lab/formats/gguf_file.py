@@ -84,7 +84,7 @@ def _tensors(header: GGUFHeader, data: memoryview | bytes) -> list[GGUFTensor]:
         if plain is not None:
             view = np.frombuffer(data, dtype=plain, count=n, offset=start).reshape(dims)
         else:  # rows of whole blocks (checked by the walk): bytes per row = n_bytes / rows
-            rows = n // t.dims[0]
+            rows = int(np.prod(t.dims[1:], dtype=np.int64))
             view = np.frombuffer(data, dtype=np.uint8, count=t.n_bytes, offset=start)
             view = view.reshape(*dims[:-1], t.n_bytes // rows if rows else 0)
         out.append(GGUFTensor(t.name, kind, np.array(t.dims, dtype=np.uint64), n, t.n_bytes, start, view))
