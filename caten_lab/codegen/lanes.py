@@ -24,7 +24,12 @@ reduction it replaces, this reassociates the sum (partial sums per lane), nothin
 Blocked rows (a GGUF-quantized weight: ``r / B`` picks the block's scale, ``r - (r / B) * B`` the value
 in it) get an ``L`` that divides every such block size ``B`` (halved down to ``min_lanes``), and in the
 lane loop ``r / B`` becomes ``acc_b / B``: a lane block never straddles two weight blocks, so the scale
-is loop-invariant there and the quants are read with unit stride.
+is loop-invariant there and the quants are read with unit stride. When a weight block spans several lane
+blocks (Q4_1: 32 values, 16 lanes), one step of ``acc_b`` covers the span with one lane loop per
+sub-block (:mod:`caten_lab.codegen.lane_tables`): the block's scales are converted once per span, and
+the index tables that pick a Q4 nibble (mask and 1/16 scale) become constants, so gcc folds the
+``* 1.0`` away. Same order of the sums, so the same bits; SmolLM2 Q4_1 decode 37.8 -> 22.3 ms per token
+at one thread, prefill of 128 tokens 1.75 -> 1.3-1.5 s.
 
 Applied to single-accumulator reductions whose loop reads a type narrower than 32 bits, and to
 float32 ones with a constant ``K <= short_k`` (a long float32 row vectorizes well as it is). A
@@ -45,9 +50,18 @@ from typing import Any
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.codegen.kir import Alu, Assign, Const, Decl, Expr, For, Function, Load, Stmt, Store, Var
-from caten_lab.codegen.kir_names import expr_names, f16_run, h2f_call, load_widths, names_in, used_names
+from caten_lab.codegen.kir_names import (
+    expr_names,
+    f16_run,
+    h2f_call,
+    load_widths,
+    names_in,
+    rename,
+    used_names,
+)
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
-from caten_lab.codegen.kir_walk import exprs_of, int_value, map_expr, straight_line, walk
+from caten_lab.codegen.kir_walk import exprs_of, int_value, loads_of, map_expr, straight_line, walk
+from caten_lab.codegen.lane_tables import IndexTable, index_tables, sub_block, table_constants, unroll_span
 from caten_lab.codegen.pass_options import check_options, options_from
 from caten_lab.errors import CompileError
 
@@ -172,7 +186,8 @@ def match(loop: Stmt, fn: Function, o: LaneOptions, body: tuple[Stmt, ...] = (),
     return ups, ct, lanes  # type: ignore[return-value]
 
 
-def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Function) -> list[Stmt] | None:
+def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Function,
+                tables: dict[str, IndexTable] | None = None) -> list[Stmt] | None:
     """The lane form of reduction ``loop`` (accumulator updates ``ups``); None when a name it would invent
     is already used in the function."""
     v, k, org = loop.var, loop.stop, loop.origin
@@ -220,11 +235,23 @@ def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Functio
     out: list[Stmt] = []
     for arr in arrs.values():
         out += [Decl(arr, ct, size=L, origin=org), lane_loop(lanes, (Store(arr, at, Const(0.0, ct), origin=org),))]
-    stop = Const(kc - (lanes - 1), I64) if kc is not None else Alu("sub", (k, Const(lanes - 1, I64)), I64)
-    once, body = _block_invariant(body, lane)
-    out.append(For(blk, Const(0, I64), stop, L, (*widened, *once, lane_loop(lanes, tuple(body))), "stage", origin=org))
-    if kc is None or kc % lanes:
-        tail = Const(kc - kc % lanes, I64) if kc is not None else Alu("sub", (k, Alu("mod", (k, L), I64)), I64)
+    blocks = block_sizes(loop)
+    span = unroll_span(blocks, lanes) * lanes if not widened else lanes
+    consts: dict[str, list[Const]] = {}
+    if span > lanes:  # index tables that are constants per sub-block of a weight block (lane_tables.py)
+        for ld in (ld for st in body for ld in loads_of(st)):
+            t = (tables or {}).get(ld.buf)
+            if t is not None and ld.index == Var(v, I64) and ld.buf not in consts:
+                c = table_constants(t, span, lanes)
+                if c is not None:
+                    consts[ld.buf] = c
+    S = Const(span, I64)
+    stop = Const(kc - (span - 1), I64) if kc is not None else Alu("sub", (k, Const(span - 1, I64)), I64)
+    once, lane_loops = _sub_blocks(body, lane, blk, v, lanes, span, consts, fresh=lambda n: n in taken)
+    out.append(For(blk, Const(0, I64), stop, S, (*widened, *once, *(lane_loop(lanes, tuple(b)) for b in lane_loops)),
+                   "stage", origin=org))
+    if kc is None or kc % span:
+        tail = Const(kc - kc % span, I64) if kc is not None else Alu("sub", (k, Alu("mod", (k, S), I64)), I64)
         out.append(For(v, tail, k, Const(1, I64), loop.body, "stage", origin=org))
     for up in ups:
         arr = arrs[up.var]
@@ -235,6 +262,36 @@ def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Functio
             h //= 2
         out.append(Assign(up.var, Alu("add", (Var(up.var, ct), cell(arr, Const(0, I64))), ct), origin=up.origin))
     return out
+
+
+def _sub_blocks(body: list[Stmt], lane: str, blk: str, v: str, lanes: int, span: int, consts: dict[str, list[Const]],
+                fresh) -> tuple[list[Stmt], list[list[Stmt]]]:  # noqa: ANN001 - fresh: name -> bool (taken)
+    """(declarations run once per span, the lane loop bodies of its ``span / lanes`` sub-blocks). A
+    declaration the sub-blocks share unchanged (a block's scale) is declared once; the others of sub-block
+    ``j > 0`` get the suffix ``_u<j>``."""
+    once: list[Stmt] = []
+    shared: dict[Expr | None, str] = {}
+    loops: list[list[Stmt]] = []
+    for j in range(span // lanes):
+        mine, rest = _block_invariant([sub_block(st, blk, j, lanes, span, v, consts) for st in body], lane)
+        names: dict[str, str] = {}
+        for d in mine:
+            d = rename(d, names)
+            assert isinstance(d, Decl)
+            key = (d.dtype, d.init)
+            if key in shared:
+                names[d.var] = shared[key]
+                continue
+            if j:
+                new = f"{d.var}_u{j}"
+                while fresh(new):
+                    new += "_"
+                names[d.var] = new
+                d = replace(d, var=new)
+            shared[key] = d.var
+            once.append(d)
+        loops.append([rename(st, names) for st in rest])
+    return once, loops
 
 
 def _block_invariant(body: list[Stmt], lane: str) -> tuple[list[Stmt], list[Stmt]]:
@@ -268,7 +325,7 @@ def rule_lanes(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, l
     if m is None:
         return None
     assert isinstance(loop, For)
-    new = split_lanes(loop, *m, ctx.function)
+    new = split_lanes(loop, *m, ctx.function, ctx.options.get("lane_tables", {}).get(ctx.function.name))
     return None if new is None else (1, new)
 
 
@@ -292,8 +349,9 @@ class Lanes:
                                hint="run the 'lower' pass before 'lanes'")
         if not self.config.enabled:
             return graph
-        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"lanes": self.config}, ctx.rewrites,
-                                                 descend_into_new=False)
+        tables = {fn.name: index_tables(fn) for fn in prog.functions}  # one walk per function
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, RULES, {"lanes": self.config, "lane_tables": tables},
+                                                 ctx.rewrites, descend_into_new=False)
         return graph
 
     def __repr__(self) -> str:

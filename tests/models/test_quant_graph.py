@@ -285,10 +285,13 @@ def test_every_index_checked(t):
            np.abs(xs).astype(np.float64) @ np.abs(deq.T).astype(np.float64), t)
 
 
-@pytest.mark.parametrize("t,lanes", [("Q8_0", 32), ("Q4_1", 16), ("Q4_K", 32), ("Q6_K", 16)])
-def test_lane_blocks_align_with_weight_blocks(t, lanes):
+@pytest.mark.parametrize("t,lanes,span", [("Q8_0", 32, 32), ("Q4_1", 16, 32), ("Q4_K", 32, 64), ("Q6_K", 16, 32)])
+def test_lane_blocks_align_with_weight_blocks(t, lanes, span):
     """The decode matvec's lane blocks never straddle two weight blocks: the lane count divides the
-    block (and sub-block) size, and the block's scale is read once per lane block, before the lane loop."""
+    block (and sub-block) size, and the block's scale is read once per lane block, before the lane loop.
+    A weight block of several lane blocks (Q4_1: 32 values, 16 lanes) is one step of ``span`` values with
+    a lane loop per sub-block: its scales are read once for all of them, and the index tables that pick
+    a Q4 nibble become constants per sub-block (codegen/lane_tables.py)."""
     rows, k = 40, k_for(t, 8 if gq.LAYOUTS[t][0] == 32 else 2)
     raw, deq = quantized(t, rows, k, seed=10)
     x = placeholder((1, k), "float32", name="x")
@@ -297,14 +300,21 @@ def test_lane_blocks_align_with_weight_blocks(t, lanes):
     prog = compile_with(graph, "c")
     (fn,) = [f for f in prog.artifacts["kernel_ir"].functions if f.linkage == "kernel"]
     f16 = {p.name for p in fn.params if p.pointer and p.dtype.value == "float16"}
+    tables = {st.buf for s in walk(fn.body) if isinstance(s, kir.For) and s.role == "hoist"  # hoisted tables
+              for st in s.body if isinstance(st, kir.Store)}
     blocks = [s for s in walk(fn.body) if isinstance(s, kir.For) and s.var.endswith("_b")]
-    assert blocks and all(s.step == kir.Const(lanes, s.step.dtype) for s in blocks), [b.step for b in blocks]
+    assert blocks and all(s.step == kir.Const(span, s.step.dtype) for s in blocks), [b.step for b in blocks]
     for b in blocks:
-        (inner,) = [s for s in b.body if isinstance(s, kir.For)]
-        lane_vars = {inner.var} | {s.var for s in inner.body if isinstance(s, kir.Decl) and inner.var in vars_of(s.init)}
-        hoisted = [ld for s in b.body if s is not inner for ld in loads_of(s) if ld.buf in f16]
-        inside = [ld for s in inner.body for ld in loads_of(s) if ld.buf in f16]
-        assert hoisted and all(not (vars_of(ld.index) & lane_vars) for ld in inside), (hoisted, inside)
+        inners = [s for s in b.body if isinstance(s, kir.For)]
+        assert len(inners) == span // lanes and all(s.stop == kir.Const(lanes, s.stop.dtype) for s in inners)
+        lane_vars = {i.var for i in inners} | {
+            s.var for i in inners for s in i.body if isinstance(s, kir.Decl) and i.var in vars_of(s.init)}
+        hoisted = [ld for s in b.body if not isinstance(s, kir.For) for ld in loads_of(s) if ld.buf in f16]
+        inside = [ld for i in inners for s in i.body for ld in loads_of(s)]
+        assert hoisted and all(not (vars_of(ld.index) & lane_vars) for ld in inside if ld.buf in f16), (hoisted, inside)
+        assert len({(ld.buf, ld.index) for ld in hoisted}) == len(hoisted)  # each scale once per span
+        if t == "Q4_1":
+            assert tables and not [ld for ld in inside if ld.buf in tables], inside
     xs = np.random.default_rng(11).standard_normal((1, k)).astype(np.float32)
     got = prog({**raw_inputs("w", t, raw), "x": xs})[0]
     close(got, xs.astype(np.float64) @ deq.T.astype(np.float64),
