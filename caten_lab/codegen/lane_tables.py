@@ -14,10 +14,10 @@ evaluated exactly at compile time) becomes that constant. The sum runs in the sa
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from dataclasses import dataclass, replace
-
-import numpy as np
+from functools import lru_cache
 
 from caten_lab.air.dtypes import DType
 from caten_lab.codegen.hoist import HOIST_ROLE
@@ -112,22 +112,21 @@ def unroll_span(blocks: set[int], lanes: int) -> int:
     return above[0] // lanes
 
 
-def table_constants(t: IndexTable, span: int, lanes: int) -> list[Const] | None:
+@lru_cache(maxsize=256)
+def table_constants(t: IndexTable, span: int, lanes: int) -> tuple[Const, ...] | None:
     """Per sub-block ``j`` of a span, the constant the table holds at every ``h`` with ``h % span`` in
-    ``[j lanes, (j+1) lanes)`` (None: the table is not such a step function, or cannot be evaluated)."""
+    ``[j lanes, (j+1) lanes)`` (None: the table is not such a step function, or cannot be evaluated).
+    Every entry is evaluated (a table has at most hoist_max entries), the first span first."""
     if t.size % span:
         return None
     try:
-        values = [_evaluate(t, h) for h in range(t.size)]
+        first = [_evaluate(t, h) for h in range(span)]
+        subs = [set(first[j * lanes:(j + 1) * lanes]) for j in range(span // lanes)]
+        if any(len(v) != 1 for v in subs) or any(_evaluate(t, h) != first[h % span] for h in range(span, t.size)):
+            return None
     except _NotConstant:
         return None
-    out = []
-    for j in range(span // lanes):
-        seen = {values[h] for base in range(0, t.size, span) for h in range(base + j * lanes, base + (j + 1) * lanes)}
-        if len(seen) != 1:
-            return None
-        out.append(Const(seen.pop(), _dtype(t.value, t)))
-    return out
+    return tuple(Const(v.pop(), _dtype(t.value, t)) for v in subs)
 
 
 class _NotConstant(Exception):
@@ -159,11 +158,19 @@ def _evaluate(t: IndexTable, h: int) -> int | float | bool:
 def _cast(v: int | float | bool, dt: DType) -> int | float | bool:
     if dt == DType.bool:
         return bool(v)
-    if dt.is_float:
-        return float(np.array(v).astype(dt.np))
-    if dt.is_int:
-        return int(np.array(int(v)).astype(np.int64).astype(dt.np))
+    if dt == DType.float32:
+        return _F32.unpack(_F32.pack(float(v)))[0]
+    if dt == DType.float64:
+        return float(v)
+    if dt.is_int:  # two's complement wrap to the type's width, as C's conversions do (-fwrapv)
+        bits, unsigned = _INT_TYPES.get(dt) or _INT_TYPES.setdefault(dt, (dt.itemsize * 8, dt.np.kind == "u"))
+        w = int(v) & ((1 << bits) - 1)
+        return w if unsigned or w < 1 << (bits - 1) else w - (1 << bits)
     raise _NotConstant
+
+
+_F32 = struct.Struct("<f")
+_INT_TYPES: dict[DType, tuple[int, bool]] = {}
 
 
 def _eval(e: Expr, env: dict[str, int | float | bool]) -> int | float | bool:
@@ -192,7 +199,8 @@ def _eval(e: Expr, env: dict[str, int | float | bool]) -> int | float | bool:
     raise _NotConstant
 
 
-def sub_block(s: Stmt, blk: str, j: int, lanes: int, span: int, v: str, consts: dict[str, list[Const]]) -> Stmt:
+def sub_block(s: Stmt, blk: str, j: int, lanes: int, span: int, v: str,
+              consts: dict[str, tuple[Const, ...]]) -> Stmt:
     """Statement ``s`` of a lane loop (lane block at ``blk``) for sub-block ``j`` of a span starting at
     ``blk``: ``blk / lanes`` -> ``blk / lanes + j``, ``blk / B`` kept for ``B`` a multiple of ``span``, any
     other ``blk`` -> ``blk + j lanes``, and the reads ``table[v]`` of ``consts`` -> the sub-block's constant."""

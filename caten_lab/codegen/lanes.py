@@ -237,7 +237,7 @@ def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Functio
         out += [Decl(arr, ct, size=L, origin=org), lane_loop(lanes, (Store(arr, at, Const(0.0, ct), origin=org),))]
     blocks = block_sizes(loop)
     span = unroll_span(blocks, lanes) * lanes if not widened else lanes
-    consts: dict[str, list[Const]] = {}
+    consts: dict[str, tuple[Const, ...]] = {}
     if span > lanes:  # index tables that are constants per sub-block of a weight block (lane_tables.py)
         for ld in (ld for st in body for ld in loads_of(st)):
             t = (tables or {}).get(ld.buf)
@@ -264,7 +264,7 @@ def split_lanes(loop: For, ups: list[Assign], ct: DType, lanes: int, fn: Functio
     return out
 
 
-def _sub_blocks(body: list[Stmt], lane: str, blk: str, v: str, lanes: int, span: int, consts: dict[str, list[Const]],
+def _sub_blocks(body: list[Stmt], lane: str, blk: str, v: str, lanes: int, span: int, consts: dict[str, tuple[Const, ...]],
                 fresh) -> tuple[list[Stmt], list[list[Stmt]]]:  # noqa: ANN001 - fresh: name -> bool (taken)
     """(declarations run once per span, the lane loop bodies of its ``span / lanes`` sub-blocks). A
     declaration the sub-blocks share unchanged (a block's scale) is declared once; the others of sub-block
