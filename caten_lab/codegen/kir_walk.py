@@ -95,6 +95,17 @@ def map_expr(e: Expr, fn: Any) -> Expr:
     return e if out is None else out
 
 
+def map_stmt_exprs(s: Stmt, fn: Any) -> Stmt:
+    """``s`` (a Decl, Assign or Store; others unchanged) with :func:`map_expr` ``fn`` applied to its expressions."""
+    if isinstance(s, Decl) and s.init is not None:
+        return replace(s, init=map_expr(s.init, fn))
+    if isinstance(s, Assign):
+        return replace(s, value=map_expr(s.value, fn))
+    if isinstance(s, Store):
+        return replace(s, index=map_expr(s.index, fn), value=map_expr(s.value, fn))
+    return s
+
+
 def substitute(e: Expr, names: dict[str, Expr]) -> Expr:
     """``e`` with variables renamed/replaced (``names``: variable name -> expression)."""
     return map_expr(e, lambda x: names.get(x.name) if isinstance(x, Var) else None)

@@ -23,8 +23,6 @@ from caten_lab.air.dtypes import DType
 from caten_lab.codegen.hoist import HOIST_ROLE
 from caten_lab.codegen.kir import (
     Alu,
-    Assign,
-    Call,
     Cast,
     Const,
     Decl,
@@ -37,7 +35,7 @@ from caten_lab.codegen.kir import (
     Var,
 )
 from caten_lab.codegen.kir_names import expr_names
-from caten_lab.codegen.kir_walk import int_value, loads_of, substitute, walk
+from caten_lab.codegen.kir_walk import int_value, loads_of, map_stmt_exprs, substitute, walk
 
 I64 = DType.int64
 MAX_UNROLL = 4
@@ -81,8 +79,9 @@ def index_tables(fn: Function) -> dict[str, IndexTable]:
     for s in walk(fn.body):
         if isinstance(s, Store):
             writes[s.buf] += 1
-        elif isinstance(s, Decl) and s.size is not None:
-            sizes[s.var] = int_value(s.size) if sizes.get(s.var, int_value(s.size)) == int_value(s.size) else None
+        elif isinstance(s, Decl) and s.size is not None:  # a name declared twice with two sizes: no table
+            n = int_value(s.size)
+            sizes[s.var] = n if sizes.get(s.var, n) == n else None
         elif isinstance(s, For) and s.role == HOIST_ROLE:
             loops.append(s)
     found: dict[str, list[IndexTable]] = {}
@@ -202,32 +201,23 @@ def _eval(e: Expr, env: dict[str, int | float | bool]) -> int | float | bool:
 def sub_block(s: Stmt, blk: str, j: int, lanes: int, span: int, v: str,
               consts: dict[str, tuple[Const, ...]]) -> Stmt:
     """Statement ``s`` of a lane loop (lane block at ``blk``) for sub-block ``j`` of a span starting at
-    ``blk``: ``blk / lanes`` -> ``blk / lanes + j``, ``blk / B`` kept for ``B`` a multiple of ``span``, any
-    other ``blk`` -> ``blk + j lanes``, and the reads ``table[v]`` of ``consts`` -> the sub-block's constant."""
+    ``blk`` (a multiple of ``span``): ``blk`` -> ``blk + j lanes``, where ``(blk + j lanes) / B`` is
+    ``blk / B`` for ``B`` a multiple of the span and ``blk / B + j lanes / B`` for ``B`` dividing it, and
+    the reads ``table[v]`` of ``consts`` -> the sub-block's constant."""
+    shifted = Alu("add", (Var(blk, I64), Const(j * lanes, I64)), I64)
 
-    def fn(e: Expr) -> Expr:
-        if isinstance(e, Alu) and e.op == "div" and e.args[0] == Var(blk, I64):
+    def fn(e: Expr) -> Expr | None:
+        if j and e == Var(blk, I64):
+            return shifted
+        if j and isinstance(e, Alu) and e.op == "div" and e.args[0] == shifted:
             b = int_value(e.args[1])
-            if b is not None and b % span == 0:
-                return e
-            if b == lanes:
-                return Alu("add", (e, Const(j, I64)), I64) if j else e
-        if e == Var(blk, I64):
-            return Alu("add", (e, Const(j * lanes, I64)), I64) if j else e
+            base = Alu("div", (Var(blk, I64), e.args[1]), I64)
+            if b is not None and b > 0 and b % span == 0:
+                return base
+            if b is not None and b > 0 and span % b == 0:
+                return Alu("add", (base, Const(j * lanes // b, I64)), I64)
         if isinstance(e, Load) and e.buf in consts and e.index == Var(v, I64):
             return consts[e.buf][j]
-        if isinstance(e, Alu | Call):
-            return replace(e, args=tuple(fn(a) for a in e.args))
-        if isinstance(e, Cast):
-            return replace(e, x=fn(e.x))
-        if isinstance(e, Load):
-            return replace(e, index=fn(e.index))
-        return e
+        return None
 
-    if isinstance(s, Decl) and s.init is not None:
-        return replace(s, init=fn(s.init))
-    if isinstance(s, Assign):
-        return replace(s, value=fn(s.value))
-    if isinstance(s, Store):
-        return replace(s, index=fn(s.index), value=fn(s.value))
-    return s
+    return map_stmt_exprs(s, fn)

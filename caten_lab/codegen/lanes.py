@@ -60,7 +60,7 @@ from caten_lab.codegen.kir_names import (
     used_names,
 )
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
-from caten_lab.codegen.kir_walk import exprs_of, int_value, loads_of, map_expr, straight_line, walk
+from caten_lab.codegen.kir_walk import exprs_of, int_value, loads_of, map_stmt_exprs, straight_line, walk
 from caten_lab.codegen.lane_tables import IndexTable, index_tables, sub_block, table_constants, unroll_span
 from caten_lab.codegen.pass_options import check_options, options_from
 from caten_lab.errors import CompileError
@@ -123,13 +123,7 @@ def _per_block(s: Stmt, v: str, blk: str, lanes: int) -> Stmt:
                 return replace(e, args=(Var(blk, I64), e.args[1]))
         return None
 
-    if isinstance(s, Decl) and s.init is not None:
-        return replace(s, init=map_expr(s.init, fn))
-    if isinstance(s, Assign):
-        return replace(s, value=map_expr(s.value, fn))
-    if isinstance(s, Store):
-        return replace(s, index=map_expr(s.index, fn), value=map_expr(s.value, fn))
-    return s
+    return map_stmt_exprs(s, fn)
 
 
 def _acc_type(fn: Function, acc: str, body: tuple[Stmt, ...], i: int) -> DType | None:
@@ -270,7 +264,7 @@ def _sub_blocks(body: list[Stmt], lane: str, blk: str, v: str, lanes: int, span:
     declaration the sub-blocks share unchanged (a block's scale) is declared once; the others of sub-block
     ``j > 0`` get the suffix ``_u<j>``."""
     once: list[Stmt] = []
-    shared: dict[Expr | None, str] = {}
+    shared: dict[tuple[DType, Expr | None], str] = {}
     loops: list[list[Stmt]] = []
     for j in range(span // lanes):
         mine, rest = _block_invariant([sub_block(st, blk, j, lanes, span, v, consts) for st in body], lane)
