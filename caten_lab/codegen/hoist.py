@@ -23,7 +23,15 @@ from dataclasses import replace
 from caten_lab.air.dtypes import DType
 from caten_lab.codegen.kir import Alu, Assign, Const, Decl, Expr, For, Load, Stmt, Store, Var
 from caten_lab.codegen.kir_rewrite import RuleContext
-from caten_lab.codegen.kir_walk import exprs_of, int_value, substitute, trip_count, vars_of, walk
+from caten_lab.codegen.kir_walk import (
+    exprs_of,
+    int_value,
+    map_stmt_exprs,
+    substitute,
+    trip_count,
+    vars_of,
+    walk,
+)
 
 HOIST_ROLE = "hoist"
 HOIST_MAX = 16384  # default of the ``hoist_max`` option
@@ -186,13 +194,7 @@ def _hoist_loop(stage: For, group: list[str], need: set[str], decls: dict[str, D
 
 
 def _rewrite(s: Stmt, reads: dict[str, Expr]) -> Stmt:
-    if isinstance(s, Decl) and s.init is not None:
-        return replace(s, init=substitute(s.init, reads))
-    if isinstance(s, Assign):
-        return replace(s, value=substitute(s.value, reads))
-    if isinstance(s, Store):
-        return replace(s, index=substitute(s.index, reads), value=substitute(s.value, reads))
-    return s
+    return map_stmt_exprs(s, lambda x: reads.get(x.name) if isinstance(x, Var) else None)
 
 
 def hoist_operands(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, list[Stmt]] | None:
