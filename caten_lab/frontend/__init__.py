@@ -10,8 +10,10 @@ from caten_lab.air.dtypes import DType, dtypes
 from caten_lab.air.shapes import broadcast_shapes
 from caten_lab.air.symbolic import Sym
 from caten_lab.errors import CatenError, ShapeError, SymbolError
+from caten_lab.frontend import autograd as _autograd
 from caten_lab.frontend import creation as _creation
 from caten_lab.frontend import random as _random
+from caten_lab.frontend.autograd import grad
 from caten_lab.frontend.build import build_graph, trace
 from caten_lab.frontend.creation import (
     arange,
@@ -33,6 +35,7 @@ from caten_lab.frontend.creation import (
     zeros_like,
 )
 from caten_lab.frontend.errors import AxisError, DTypeError, SliceError, StateDictError
+from caten_lab.frontend.lazy import no_grad, set_grad_enabled
 from caten_lab.frontend.random import manual_seed, rand, randint, randn
 from caten_lab.frontend.realize import execute
 from caten_lab.frontend.tensor import Tensor
@@ -52,6 +55,12 @@ for _name in (
     setattr(Tensor, _name, staticmethod(getattr(_creation, _name)))
 for _name in ("rand", "randn", "randint", "manual_seed"):
     setattr(Tensor, _name, staticmethod(getattr(_random, _name)))
+# autodiff (autograd.py builds on Tensor, so it is attached here rather than imported by tensor.py)
+Tensor.backward = _autograd.backward  # type: ignore[attr-defined]
+Tensor.detach = _autograd.detach  # type: ignore[attr-defined]
+Tensor.requires_grad_ = _autograd.requires_grad_  # type: ignore[attr-defined]
+Tensor.grad = property(_autograd.leaf_grad)  # type: ignore[attr-defined]
+Tensor.requires_grad = property(_autograd.requires_grad)  # type: ignore[attr-defined]
 
 __all__ = [
     "Tensor",
@@ -59,6 +68,9 @@ __all__ = [
     "DType",
     "dtypes",
     "build_graph",
+    "grad",
+    "no_grad",
+    "set_grad_enabled",
     "trace",
     "execute",
     "broadcast_shapes",

@@ -17,7 +17,7 @@ import numpy as np
 from caten_lab.air.graph import Graph
 from caten_lab.air.value import Value
 from caten_lab.errors import CatenError
-from caten_lab.frontend.lazy import Buffer, LazyNode, buffer_node
+from caten_lab.frontend.lazy import Buffer, LazyNode, buffer_node, post_order
 from caten_lab.frontend.realize import execute
 
 
@@ -90,24 +90,11 @@ def trace(outputs: Sequence[object], *, bind: bool = True) -> Traced:
             cse[key] = out
         return out
 
+    seen: set[int] = set()
+
     def walk(root: LazyNode) -> None:
-        if root.id in value_of:
-            return
-        stack: list[tuple[LazyNode, int]] = [(root, 0)]
-        while stack:
-            node, i = stack[-1]
-            srcs = node.srcs
-            while i < len(srcs):
-                s = srcs[i]
-                i += 1
-                if isinstance(s, LazyNode) and s.id not in value_of:
-                    stack[-1] = (node, i)
-                    stack.append((s, 0))
-                    break
-            else:
-                stack.pop()
-                if node.id not in value_of:
-                    value_of[node.id] = emit(node)
+        for node in post_order([root], seen):
+            value_of[node.id] = emit(node)
 
     for r in roots:
         walk(r)

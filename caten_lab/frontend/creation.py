@@ -77,10 +77,10 @@ def from_numpy(array: Any, name: str | None = None, dtype: Any = None) -> Tensor
     return Tensor.from_numpy(array, name, dtype)
 
 
-def tensor(data: Any, dtype: Any = None) -> Tensor:
+def tensor(data: Any, dtype: Any = None, *, requires_grad: bool = False) -> Tensor:
     import numpy as np
 
-    return Tensor.from_numpy(np.asarray(data), dtype=dtype)
+    return Tensor.from_numpy(np.asarray(data), dtype=dtype, requires_grad=requires_grad)
 
 
 def placeholder(shape: Any, dtype: Any = DEFAULT_FLOAT, name: str | None = None) -> Tensor:

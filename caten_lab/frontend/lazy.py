@@ -6,8 +6,10 @@ the outputs into AIR, validating every node through ``Graph.insert``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,32 @@ from caten_lab.frontend.source import user_source
 from caten_lab.frontend.view import View
 
 _ids = itertools.count()
+_grad_enabled: ContextVar[bool] = ContextVar("caten_grad_enabled", default=True)
+
+
+def node_mark() -> int:
+    """An id below every LazyNode made after this call (and above every one made before)."""
+    return next(_ids)
+
+
+def grad_enabled() -> bool:
+    """False inside ``no_grad()``: the nodes made there stop gradients (see autograd.py)."""
+    return _grad_enabled.get()
+
+
+@contextlib.contextmanager
+def set_grad_enabled(enabled: bool) -> Iterator[None]:
+    """Record gradients (``True``) or not (``False``, as ``no_grad``) for the ops made inside the block."""
+    token = _grad_enabled.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _grad_enabled.reset(token)
+
+
+def no_grad() -> contextlib.AbstractContextManager[None]:
+    """``with no_grad():`` ops made inside never pass gradients back (an optimizer's update, an eval)."""
+    return set_grad_enabled(False)
 
 
 class Buffer:
@@ -25,9 +53,22 @@ class Buffer:
     ``array`` may be None until it is needed (``init`` makes it on demand), so a graph can be built
     for a model whose weights were never allocated. ``pending`` is the latest ``store`` written into
     this buffer that has not been committed yet; ``owner`` is the Tensor that receives the new value.
+    ``requires_grad`` (parameters by default) makes ``backward()`` accumulate a gradient in ``grad``.
     """
 
-    __slots__ = ("name", "shape", "dtype", "array", "init", "pending", "owner", "kind", "__weakref__")
+    __slots__ = (
+        "name",
+        "shape",
+        "dtype",
+        "array",
+        "init",
+        "pending",
+        "owner",
+        "kind",
+        "requires_grad",
+        "grad",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -47,6 +88,8 @@ class Buffer:
         self.pending: LazyNode | None = None
         self.owner: Any = None
         self.kind = kind  # input | parameter | state
+        self.requires_grad = kind == "parameter"
+        self.grad: Any = None  # a Tensor once backward() reached this buffer
 
     def materialize(self) -> np.ndarray | None:
         if self.array is None and self.init is not None:
@@ -61,7 +104,7 @@ class Buffer:
 class LazyNode:
     """One future AIR node: ``op``, operands (LazyNodes or Python scalars), AIR attributes."""
 
-    __slots__ = ("id", "op", "srcs", "attrs", "shape", "dtype", "source", "buffer", "view", "folds")
+    __slots__ = ("id", "op", "srcs", "attrs", "shape", "dtype", "source", "buffer", "view", "folds", "nograd")
 
     def __init__(
         self,
@@ -85,6 +128,7 @@ class LazyNode:
         self.buffer = buffer
         self.view = view  # for op == "view": the composed view over srcs[0]
         self.folds = view is not None  # a later view may compose with this one (False once forced contiguous)
+        self.nograd = not _grad_enabled.get()  # made under no_grad() or by detach(): gradients stop here
 
     def __repr__(self) -> str:
         return f"<LazyNode {self.op} {self.dtype.value}{list(self.shape)}>"
@@ -95,3 +139,30 @@ def buffer_node(buf: Buffer) -> LazyNode:
     return LazyNode(
         "allocate", (), {"shape": buf.shape, "dtype": buf.dtype}, buf.shape, buf.dtype, user_source(), buffer=buf
     )
+
+
+def post_order(roots: list[LazyNode], seen: set[int] | None = None) -> list[LazyNode]:
+    """The nodes reachable from ``roots`` and not in ``seen``, every node after its operands (one iterative
+    walk: O(N), no recursion limit). ``seen`` is updated, so a later call continues the same walk."""
+    seen = set() if seen is None else seen
+    order: list[LazyNode] = []
+    for root in roots:
+        if root.id in seen:
+            continue
+        seen.add(root.id)
+        stack: list[tuple[LazyNode, int]] = [(root, 0)]
+        while stack:
+            node, i = stack[-1]
+            srcs = node.srcs
+            while i < len(srcs):
+                s = srcs[i]
+                i += 1
+                if isinstance(s, LazyNode) and s.id not in seen:
+                    seen.add(s.id)
+                    stack[-1] = (node, i)
+                    stack.append((s, 0))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order

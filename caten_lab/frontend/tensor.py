@@ -119,17 +119,22 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin):
         return Tensor._make("const", (), shape, dt, value=value, shape=shape, dtype=dt)
 
     @staticmethod
-    def from_numpy(array: Any, name: str | None = None, dtype: Any = None) -> Tensor:
+    def from_numpy(
+        array: Any, name: str | None = None, dtype: Any = None, *, requires_grad: bool = False
+    ) -> Tensor:
         """Bind a NumPy array, kept by reference: assignments into *this* tensor (``x[0] = 1``) write
         back into it when realized. A tensor computed from it (``y = x * 1``) is a new value: storing
-        into ``y`` never changes the array, and tensors built before an assignment keep the old values."""
+        into ``y`` never changes the array, and tensors built before an assignment keep the old values.
+        ``requires_grad``: ``backward()`` accumulates this tensor's gradient in ``.grad``."""
         arr = np.asarray(array)
         if arr.dtype == np.float64 and dtype is None:
             arr = arr.astype(np.float32)
         dt = as_dtype(dtype if dtype is not None else arr.dtype, "from_numpy")
         if arr.dtype != dt.np or not arr.flags.c_contiguous or not arr.flags.writeable:
             arr = np.array(arr, dtype=dt.np, order="C", copy=True)
-        return Tensor.from_buffer(Buffer(tuple(arr.shape), dt, arr, name=name))
+        buf = Buffer(tuple(arr.shape), dt, arr, name=name)
+        buf.requires_grad = requires_grad
+        return Tensor.from_buffer(buf)
 
     @staticmethod
     def placeholder(shape: Any, dtype: Any = DEFAULT_FLOAT, name: str | None = None) -> Tensor:

@@ -42,6 +42,30 @@ def embedding(ids: Tensor, weight: Tensor) -> Tensor:
     return hot.unsqueeze(-1).where(weight, 0.0).sum(-2)
 
 
+def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
+    """torch.nn.functional.cross_entropy for (N, C) logits and (N,) integer class targets:
+    ``-log_softmax(logits)[i, targets[i]]``, averaged (``"mean"``), summed (``"sum"``) or per row
+    (``"none"``). A target outside [0, C) raises when the program runs."""
+    if logits.ndim != 2 or targets.ndim != 1 or targets.shape[0] != logits.shape[0]:
+        raise ShapeError(
+            f"cross_entropy: expected logits (N, C) and targets (N,), got {fmt_shape(logits.shape)} and "
+            f"{fmt_shape(targets.shape)}",
+            where=user_source(),
+            hint="flatten the batch first: cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))",
+        )
+    if not targets.dtype.is_int:
+        raise DTypeError(
+            f"cross_entropy: targets must be integers, got {targets.dtype.value}", where=user_source()
+        )
+    if reduction not in ("mean", "sum", "none"):
+        raise ShapeError(
+            f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}",
+            where=user_source(),
+        )
+    picked = -logits.log_softmax(-1).gather(1, targets.unsqueeze(1)).reshape(logits.shape[0])
+    return picked.mean() if reduction == "mean" else picked.sum() if reduction == "sum" else picked
+
+
 def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float = 1e-5) -> Tensor:
     mean = x.mean(-1, keepdim=True)
     d = x - mean

@@ -57,14 +57,14 @@ _ACTIVATIONS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "none"}
 
 
 class Block(Module):
-    def __init__(self, cfg: GPT2Config) -> None:
+    def __init__(self, cfg: GPT2Config, use_cache: bool = True) -> None:
         if cfg.activation_function not in _ACTIVATIONS:
             raise ShapeError(
                 f"GPT2: unsupported activation_function {cfg.activation_function!r}",
                 hint=f"supported: {', '.join(_ACTIVATIONS)}",
             )
         self.ln_1 = LayerNorm(cfg.n_embd, cfg.layer_norm_epsilon)
-        self.attn = CausalSelfAttention(cfg.n_embd, cfg.n_head, cfg.cache_len)
+        self.attn = CausalSelfAttention(cfg.n_embd, cfg.n_head, cfg.cache_len, use_cache=use_cache)
         self.ln_2 = LayerNorm(cfg.n_embd, cfg.layer_norm_epsilon)
         self.mlp = MLP(cfg.n_embd, cfg.n_inner or 4 * cfg.n_embd, _ACTIVATIONS[cfg.activation_function])
 
@@ -74,10 +74,10 @@ class Block(Module):
 
 
 class GPT2Model(Module):
-    def __init__(self, cfg: GPT2Config) -> None:
+    def __init__(self, cfg: GPT2Config, use_cache: bool = True) -> None:
         self.wte = Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = Embedding(cfg.n_positions, cfg.n_embd)
-        self.h = ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.h = ModuleList([Block(cfg, use_cache) for _ in range(cfg.n_layer)])
         self.ln_f = LayerNorm(cfg.n_embd, cfg.layer_norm_epsilon)
         for emb in (self.wte, self.wpe):  # GPT-2 initializes embeddings with std 0.02
             buffer_of(emb.weight).init = _std(emb.weight.shape, 0.02)
@@ -121,9 +121,12 @@ def hf_state_views(sd: dict[str, Any], config: GPT2Config) -> dict[str, Any]:
 
 
 class GPT2(CachedDecoder):
-    """GPT-2 language model: ``model(tokens, pos)`` -> logits (1, seq, vocab); lm_head tied to wte."""
+    """GPT-2 language model: ``model(tokens, pos)`` -> logits (1, seq, vocab); lm_head tied to wte.
+    ``use_cache=False`` drops the KV caches: ``model(tokens)`` on (batch, seq), as training needs."""
 
-    def __init__(self, config: GPT2Config | Any | None = None, **overrides: Any) -> None:
+    def __init__(
+        self, config: GPT2Config | Any | None = None, *, use_cache: bool = True, **overrides: Any
+    ) -> None:
         cfg = (
             config
             if isinstance(config, GPT2Config)
@@ -134,7 +137,7 @@ class GPT2(CachedDecoder):
         for k, v in overrides.items():
             setattr(cfg, k, v)
         self.config = cfg
-        self.transformer = GPT2Model(cfg)
+        self.transformer = GPT2Model(cfg, use_cache)
         self._decoder = None
         self.assign_names()
 

@@ -303,6 +303,22 @@ def _recomputes_in_stage(plan: _Plan, kid: int, n: Node) -> bool:
     return False
 
 
+def _broadcasts(n: Node) -> bool:
+    """Whether view ``n`` repeats elements (a stride-0 axis longer than 1)."""
+    return any(isinstance(st, int) and st == 0 and not (isinstance(d, int) and d == 1)
+               for d, st in zip(n.attrs.shape, n.attrs.strides))
+
+
+def _view_base(g: Graph, n: Node) -> str:
+    """The first value below a chain of (unmasked) views starting at view ``n``."""
+    v = n.reads[0]
+    p = g.producer_of(v)
+    while p is not None and p.op == "view" and p.attrs.mask is None:
+        v = p.reads[0]
+        p = g.producer_of(v)
+    return v
+
+
 def _reduce_fusable(plan: _Plan, kid: int, n: Node) -> bool:
     coords = plan.req[kid].get(n.out, set())
     if len(coords) != 1:
@@ -362,7 +378,14 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
                 if log is not None:
                     log.append((n, DEAD, (), "no kernel reads it", False))
                 continue  # dead: nothing reads it
-            if len(kernels) > 1 and heavy[v] or n.op == "reduce" and not _reduce_fusable(plan, next(iter(kernels)), n) or any(len(plan.req[k].get(v, ())) > MAX_COORDS_PER_VALUE for k in kernels):
+            if len(kernels) > 1 and heavy[v] and n.op == "view" and (_broadcasts(n) or _view_base(g, n) in forced):
+                # realizing a broadcast would copy its operand once per repeat (a training graph reads the
+                # matmul operand x in the forward and in the weight gradient): realize the operand instead
+                base = _view_base(g, n)
+                forced.add(base)
+                if why is not None:
+                    why.setdefault(base, f"the operand of a broadcast read by {len(kernels)} kernels")
+            elif len(kernels) > 1 and heavy[v] or n.op == "reduce" and not _reduce_fusable(plan, next(iter(kernels)), n) or any(len(plan.req[k].get(v, ())) > MAX_COORDS_PER_VALUE for k in kernels):
                 must = True
                 if log is not None:
                     log.append((n, ROOT, (len(plan.roots),), _refusal(plan, n, kernels, heavy), True))
