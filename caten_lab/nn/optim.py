@@ -80,6 +80,31 @@ class Optimizer:
             )
         return slots[name]
 
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """Every state slot's values by ``"<parameter name>|<slot>"`` (a checkpoint's optimizer part)."""
+        out = {}
+        for _, _, buf in self._buffers():
+            for slot, t in self.state.get(id(buf), {}).items():
+                sbuf = buffer_of(t)
+                assert sbuf is not None and sbuf.array is not None  # noqa: S101 - made bound in _state
+                out[f"{buf.name}|{slot}"] = sbuf.array
+        return out
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray], steps: int) -> None:
+        """Restore :meth:`state_arrays` (and the step count the bias corrections use)."""
+        by_name = {buf.name: buf for _, _, buf in self._buffers()}
+        for key, value in arrays.items():
+            pname, slot = key.split("|")
+            if pname not in by_name:
+                raise CatenError(f"{type(self).__name__}: the checkpoint has state for unknown parameter {pname!r}")
+            sbuf = buffer_of(self._state(by_name[pname], slot))
+            assert sbuf is not None and sbuf.array is not None  # noqa: S101
+            if sbuf.array.shape != np.shape(value):
+                raise CatenError(f"{type(self).__name__}: state {key} has shape {np.shape(value)}, "
+                                 f"the parameter {sbuf.array.shape}")
+            sbuf.array[...] = value
+        self.steps = steps
+
     def _hyper(self, rows: list[list[float]], name: str) -> Tensor:
         return Tensor.from_numpy(np.array(rows, np.float32), name=f"optim.{name}")
 

@@ -270,11 +270,16 @@ RECOMPUTE_LIMIT = 64  # a broadcast that would recompute transcendental work mor
 
 
 def _expensive_values(order: list[Node]) -> dict[str, bool]:
-    """Values whose own per-element work includes a transcendental or integer division."""
+    """Values whose own per-element work includes a transcendental or integer division (an unmasked
+    view counts: a view over it must divide its flat index back into the view's coordinates)."""
     expensive: dict[str, bool] = {}
+    views: dict[str, bool] = {}
     for n in order:
         if n.op in _ELEMENTWISE:
-            expensive[n.out] = n.op in _EXPENSIVE or any(expensive.get(r, False) for r in n.reads if isinstance(r, Value))
+            expensive[n.out] = n.op in _EXPENSIVE or any(
+                expensive.get(r, False) and not views.get(r, False) for r in n.reads if isinstance(r, Value))
+        elif n.op == "view":  # read through another view, a view divides its flat index per element
+            expensive[n.out] = views[n.out] = True  # (only there: an elementwise op over views does not inherit it)
     return expensive
 
 

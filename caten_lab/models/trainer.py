@@ -1,0 +1,206 @@
+"""``Trainer``: a causal-LM training loop in the spirit of Hugging Face's, compiled by caten_lab.
+
+Every step samples ``batch`` windows of ``block + 1`` tokens from a token array (a seeded NumPy
+generator, the same windows PyTorch's reference script draws), runs forward + backward + AdamW as ONE
+compiled program (built once, reused by every step), and reports the loss. Checkpoints are Hugging
+Face directories (``config.json`` + ``model.safetensors``, loadable by ``GPT2Runner.from_pretrained`` and
+``transformers``) plus the optimizer moments and the sampler's state, so ``resume=True`` continues
+exactly where an interrupted run stopped: the same parameters, bit for bit, as an uninterrupted run.
+
+    args = TrainingArguments(steps=300, batch=16, block=128, lr=3e-3, output_dir="run")
+    trainer = Trainer(GPT2(config, use_cache=False), args, train_tokens, eval_tokens)
+    trainer.train()          # tqdm bar with loss and tokens/s; eval every eval_every steps
+    trainer.evaluate()       # mean next-token cross-entropy over eval windows
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from caten_lab.errors import CatenError
+from caten_lab.frontend.build import realize
+from caten_lab.frontend.lazy import no_grad
+from caten_lab.frontend.tensor import Tensor
+from caten_lab.models.gpt2_weights import load_hf_dir, save_hf_dir
+from caten_lab.nn import functional as F
+from caten_lab.nn.optim import AdamW, clip_grad_norm, cosine_schedule, linear_schedule
+
+
+@dataclass
+class TrainingArguments:
+    """What a run needs (names follow transformers' TrainingArguments where one exists)."""
+
+    steps: int = 1000
+    batch: int = 16
+    block: int = 128
+    lr: float = 3e-3
+    schedule: str = "cosine"  # cosine (warmup, then down to min_lr_ratio * lr) | linear | constant
+    warmup: int | None = None  # default: steps // 20
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1  # on weights of 2 or more axes; biases and norms get none
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    max_grad_norm: float | None = 1.0
+    eval_every: int = 0  # 0: no evaluation during training
+    eval_batches: int = 8
+    save_every: int = 0
+    log_every: int = 50
+    seed: int = 1234
+    output_dir: str | None = None
+    progress: bool = True
+    history: list = field(default_factory=list, repr=False)
+
+    def lr_at(self, step: int) -> float:
+        warmup = self.warmup if self.warmup is not None else max(1, self.steps // 20)
+        if self.schedule == "constant":
+            return self.lr
+        if self.schedule == "linear":
+            return linear_schedule(step, lr=self.lr, warmup=warmup, total=self.steps)
+        if self.schedule == "cosine":
+            return cosine_schedule(step, lr=self.lr, warmup=warmup, total=self.steps, min_lr=self.lr * self.min_lr_ratio)
+        raise CatenError(f"TrainingArguments: unknown schedule {self.schedule!r}", hint="cosine, linear or constant")
+
+
+def next_token_loss(model: Any, windows: np.ndarray) -> Tensor:
+    """Mean cross-entropy of predicting ``windows[:, 1:]`` from ``windows[:, :-1]`` (lazy)."""
+    x = Tensor.from_numpy(np.ascontiguousarray(windows, dtype=np.int64), name="tokens")
+    logits = model(x[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+
+
+class Trainer:
+    """Train a causal LM (``model(tokens)`` -> logits, e.g. ``GPT2(config, use_cache=False)``) on tokens."""
+
+    def __init__(self, model: Any, args: TrainingArguments, train_tokens: np.ndarray,
+                 eval_tokens: np.ndarray | None = None) -> None:
+        train_tokens = np.asarray(train_tokens)
+        if train_tokens.ndim != 1 or not np.issubdtype(train_tokens.dtype, np.integer):
+            raise CatenError(f"Trainer: train_tokens must be a 1-d integer array, got {train_tokens.dtype}"
+                             f"{list(train_tokens.shape)}")
+        if len(train_tokens) <= args.block + 1:
+            raise CatenError(f"Trainer: {len(train_tokens)} training tokens cannot fill one window of "
+                             f"{args.block + 1}", hint="lower block or give more data")
+        vocab = model.config.vocab_size
+        bad = train_tokens[(train_tokens < 0) | (train_tokens >= vocab)]
+        if bad.size:
+            raise CatenError(f"Trainer: token id {int(bad[0])} is outside the vocabulary [0, {vocab})")
+        self.model, self.args = model, args
+        self.train_tokens = train_tokens.astype(np.int64, copy=False)
+        self.eval_tokens = None if eval_tokens is None else np.asarray(eval_tokens, np.int64)
+        named = dict(model.named_parameters())
+        decay = [p for n, p in named.items() if p.ndim >= 2]
+        no_decay = [p for n, p in named.items() if p.ndim < 2]
+        self.optimizer = AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                {"params": no_decay, "weight_decay": 0.0}],
+                               lr=args.lr, betas=args.betas, eps=args.eps)
+        self.rng = np.random.default_rng(args.seed)
+        self.step = 0
+        self.history: list[dict[str, float]] = []  # one dict per logged step: step, loss, lr, tokens_s
+
+    # ---- data --------------------------------------------------------------------------------------
+    def next_batch(self) -> np.ndarray:
+        a = self.args
+        starts = self.rng.integers(0, len(self.train_tokens) - a.block - 1, size=a.batch)
+        return np.stack([self.train_tokens[s:s + a.block + 1] for s in starts])
+
+    # ---- one step ----------------------------------------------------------------------------------
+    def training_step(self, windows: np.ndarray) -> float:
+        """Forward, backward, clipping and AdamW on one batch: one compiled call. Returns the loss."""
+        lr = self.args.lr_at(self.step)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        loss = next_token_loss(self.model, windows)
+        self.optimizer.zero_grad()
+        loss.backward()
+        if self.args.max_grad_norm is not None:
+            clip_grad_norm(self.model.parameters(), self.args.max_grad_norm)
+        (value,) = self.optimizer.step(loss)
+        self.optimizer.zero_grad()
+        self.step += 1
+        return float(value)
+
+    def train(self) -> list[dict[str, float]]:
+        """Run until ``args.steps`` (continuing from a resumed step); returns the logged history."""
+        a = self.args
+        bar = _progress(a.steps, self.step) if a.progress else None
+        t_last, tokens = time.perf_counter(), 0
+        try:
+            while self.step < a.steps:
+                loss = self.training_step(self.next_batch())
+                tokens += a.batch * a.block
+                if not math.isfinite(loss):
+                    raise CatenError(f"Trainer: the loss is {loss} at step {self.step}",
+                                     hint="lower lr, or keep max_grad_norm clipping on")
+                now = time.perf_counter()
+                rate = tokens / max(now - t_last, 1e-9)
+                if self.step % max(1, a.log_every) == 0 or self.step == a.steps or self.step == 1:
+                    self.history.append({"step": self.step, "loss": loss, "lr": a.lr_at(self.step - 1),
+                                         "tokens_s": rate})
+                    t_last, tokens = now, 0
+                if bar is not None:
+                    bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}")
+                    bar.update(1)
+                if a.eval_every and self.step % a.eval_every == 0 and self.eval_tokens is not None:
+                    self.history.append({"step": self.step, "eval_loss": self.evaluate(a.eval_batches)})
+                if a.save_every and a.output_dir and self.step % a.save_every == 0:
+                    self.save(a.output_dir)
+        finally:
+            if bar is not None:
+                bar.close()
+        if a.output_dir:
+            self.save(a.output_dir)
+        return self.history
+
+    def evaluate(self, max_batches: int | None = None, tokens: np.ndarray | None = None) -> float:
+        """Mean next-token cross-entropy over consecutive non-overlapping windows of the eval tokens."""
+        data = self.eval_tokens if tokens is None else np.asarray(tokens, np.int64)
+        if data is None:
+            raise CatenError("Trainer.evaluate: no eval tokens", hint="pass eval_tokens to Trainer(...)")
+        a = self.args
+        n = (len(data) - 1) // a.block
+        if max_batches is not None:
+            n = min(n, a.batch * max_batches)
+        starts = [i * a.block for i in range(n)]
+        total, count = 0.0, 0
+        for k in range(0, len(starts), a.batch):
+            windows = np.stack([data[s:s + a.block + 1] for s in starts[k:k + a.batch]])
+            with no_grad():
+                (value,) = realize([next_token_loss(self.model, windows)], {})
+            total += float(value) * len(windows)
+            count += len(windows)
+        return total / max(count, 1)
+
+    # ---- checkpoints -------------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        """A Hugging Face directory of the weights, plus ``trainer_state.json`` and ``optimizer.npz``."""
+        d = Path(directory)
+        save_hf_dir(self.model, d)
+        np.savez(d / "optimizer.npz", **self.optimizer.state_arrays())
+        state = {"step": self.step, "optimizer_steps": self.optimizer.steps, "rng": self.rng.bit_generator.state,
+                 "args": {k: v for k, v in asdict(self.args).items() if k != "history"}, "history": self.history}
+        (d / "trainer_state.json").write_text(json.dumps(state, indent=1, default=str) + "\n")
+        return d
+
+    def resume(self, directory: str | Path) -> Trainer:
+        """Continue from a checkpoint :meth:`save` wrote: weights, optimizer moments, step and sampler."""
+        d = Path(directory)
+        state = json.loads((d / "trainer_state.json").read_text())
+        self.model.load_hf_state_dict(load_hf_dir(d).state_dict)
+        with np.load(d / "optimizer.npz") as z:
+            self.optimizer.load_state_arrays({k: z[k] for k in z.files}, int(state["optimizer_steps"]))
+        self.step = int(state["step"])
+        self.rng.bit_generator.state = state["rng"]
+        self.history = list(state.get("history", []))
+        return self
+
+
+def _progress(total: int, done: int) -> Any:
+    return tqdm(total=total, initial=done, desc="train", unit="step")
