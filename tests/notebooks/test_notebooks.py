@@ -28,6 +28,7 @@ NAMES = [
     "06_workflows",
     "07_performance",
     "08_real_llm",
+    "09_training",
 ]
 CELL_TIMEOUT_S = 300
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -228,3 +229,13 @@ def test_08_real_llm(tmp_path, kernel_env, smollm2_gguf, monkeypatch, ipc_kernel
     assert float(gpt2_mb) > 0 and float(gpt2_tps) > 0 and float(smol_tps) > 0
     # the weights are the file's blocks (not dequantized to 4 bytes a weight): at most the file's size
     assert 0.9 * smollm2_gguf.stat().st_size < float(smol_mb) * 2**20 < smollm2_gguf.stat().st_size
+
+
+def test_09_training(tmp_path, kernel_env, ipc_kernel):
+    ex = run_notebook("09_training", tmp_path, ipc_kernel())
+    text = ex.text()
+    assert "matches finite differences: True" in text
+    assert "loss went down: True" in text
+    assert "checkpoint generates: True" in text
+    assert WIDGET_MIME in ex.mimes()  # the Inspector on the training step
+    assert "image/png" in ex.mimes()  # the live loss plot
