@@ -301,3 +301,46 @@ def test_one_hot_reduction_becomes_a_gather() -> None:
     inputs = {"tok": np.array([3, 0, 49, -1, 50, 7], np.int64),
               "table": np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)}
     np.testing.assert_array_equal(prog(inputs)[0], interpret(g, inputs, {"n": 6})[0])
+
+
+def _largest_buffer(prog) -> int:  # noqa: ANN001
+    return max(prog.memory_plan.slot_bytes({}), default=0)
+
+
+def test_a_broadcast_read_by_two_kernels_realizes_its_operand_not_the_copy() -> None:
+    """Training reads a matmul's broadcast operand twice (forward, weight gradient): the broadcast must
+    not become a (rows x cols x k) buffer; its (rows x k) operand is realized instead."""
+    from caten_lab.frontend import Tensor, grad
+    from caten_lab.frontend.build import trace
+
+    rng = np.random.default_rng(0)
+    a = Tensor.from_numpy(rng.standard_normal((64, 32), dtype=np.float32), name="a")
+    w = Tensor.from_numpy(rng.standard_normal((256, 32), dtype=np.float32), name="w", requires_grad=True)
+    h = a.softmax(-1)  # a reduction: the broadcast's operand is heavy
+    loss = ((h @ w.T) * (h @ w.T)).sum()
+    (gw,) = grad(loss, [w])
+    t = trace([loss, gw])
+    prog = compiled_equal(t.graph, t.arrays)
+    assert _largest_buffer(prog) <= 64 * 256 * 4  # never 64 x 256 x 32 floats (2 MB)
+
+
+def test_a_view_of_a_view_in_a_reduce_stage_is_realized_once() -> None:
+    """(b, h, t, d) -> (b, t, h*d) needs a division per element when read through another view; inside
+    a matmul stage that would run once per output column: the inner view is copied once instead."""
+    from caten_lab.frontend import Tensor
+    from caten_lab.frontend.build import trace
+
+    rng = np.random.default_rng(1)
+    y = Tensor.from_numpy(rng.standard_normal((2, 4, 16, 8), dtype=np.float32), name="y").exp()
+    w = Tensor.from_numpy(rng.standard_normal((128, 32), dtype=np.float32), name="w")  # 128 output columns
+    out = y.transpose(1, 2).reshape(2, 16, 32) @ w.T
+    t = trace([out])
+    prog = compiled_equal(t.graph, t.arrays)
+    matmul = [k for k in prog.schedule.kernels if any(n.op == "reduce" for n in k.graph)]
+    assert matmul and all(not any(n.op == "view" and _view_over_view(k.graph, n) for n in k.graph)
+                          for k in matmul)
+
+
+def _view_over_view(g, n) -> bool:  # noqa: ANN001
+    p = g.producer_of(n.reads[0])
+    return p is not None and p.op == "view"
