@@ -10,7 +10,7 @@ from caten_lab.version import __version__
 # variable when it is first loaded, so it is set before any compiled library is. Users can override.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-__all__ = ["CatenError", "__version__"]
+__all__ = ["CatenError", "__version__", "grad", "show"]
 
 
 def load_ipython_extension(ipython):  # pragma: no cover - exercised by the notebook tests
@@ -25,3 +25,11 @@ def show(obj, **kwargs):  # pragma: no cover - thin lazy wrapper, tested via cat
     from caten_lab.notebook.static_html import show as _show
 
     return _show(obj, **kwargs)
+
+
+def grad(outputs, inputs, grad_outputs=None, *, allow_unused=False):
+    """The gradients of ``outputs`` with respect to ``inputs`` as lazy Tensors of the same graph
+    (:func:`caten_lab.frontend.grad`; imported lazily like :func:`show`)."""
+    from caten_lab.frontend.autograd import grad as _grad
+
+    return _grad(outputs, inputs, grad_outputs, allow_unused=allow_unused)
