@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import caten_lab
+from caten_lab.config import settings as caten_settings
 from caten_lab.errors import CatenError
 from caten_lab.frontend import Tensor, grad, no_grad
 from caten_lab.frontend.build import realize
@@ -257,8 +258,15 @@ def test_backward_accumulates_like_torch() -> None:
     np.testing.assert_allclose(t.grad.numpy(), 2 * a + 3)
 
 
-def test_gradient_through_a_store_into_a_state() -> None:
+@pytest.mark.c_backend
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_gradient_through_a_store_into_a_state(backend: str) -> None:
     """``cache[:, 1:3] = x`` then reading the cache: x gets the gradient of its window only."""
+    with caten_settings(backend=backend):
+        _store_into_state()
+
+
+def _store_into_state() -> None:
     cache = Tensor.from_numpy(np.zeros((2, 5), np.float32))
     x = Tensor.from_numpy(np.ones((2, 2), np.float32), requires_grad=True)
     cache[:, 1:3] = x * 2
@@ -267,7 +275,14 @@ def test_gradient_through_a_store_into_a_state() -> None:
     np.testing.assert_allclose(x.grad.numpy(), 2 * w[:, 1:3])
 
 
-def test_gradient_of_an_overwritten_window_of_a_computed_value() -> None:
+@pytest.mark.c_backend
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_gradient_of_an_overwritten_window_of_a_computed_value(backend: str) -> None:
+    with caten_settings(backend=backend):
+        _overwritten_window()
+
+
+def _overwritten_window() -> None:
     a = np.arange(6, dtype=np.float32)
     ta = Tensor.from_numpy(a, requires_grad=True)
     y = ta * 3
