@@ -78,6 +78,7 @@ def _compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
         ("numpy", 2, 24, False),
         ("numpy", 1, 16, True),
         ("c", 2, 24, False),
+        ("c", 1, 16, True),
     ],
 )
 def test_gpt2_loss_gradients_match_pytorch(hf, backend: str, batch: int, seq: int, use_cache: bool) -> None:
