@@ -1,5 +1,5 @@
 """The codegen passes of the default pipeline: lower (kernels -> kernel IR), the loop passes over the
-kernel IR (collapse, hoist, simd, parallel, unroll, rowblock, lanes, unnest_parallel), render (-> C).
+kernel IR (collapse, hoist, simd, parallel, unroll, row_jam, rowblock, lanes, unnest_parallel), render (-> C).
 
 Each reads ``ctx.artifacts['kernel_ir']`` (a :class:`~caten_lab.codegen.kir.Program`) and writes the
 new program back; the graph is left untouched. Loop passes are rule tables applied by
@@ -23,6 +23,7 @@ from caten_lab.codegen.lower import LowerOptions
 from caten_lab.codegen.lower_program import build_program, kernel_nodes
 from caten_lab.codegen.parallel import PARALLEL_RULES, UNNEST_RULES, default_parallel_work
 from caten_lab.codegen.render import render_program
+from caten_lab.codegen.row_jam import JAM_ROWS, ROW_JAM_RULES
 from caten_lab.codegen.rowblock import RowBlock
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
@@ -131,6 +132,23 @@ class UnrollLoops(KernelRulePass):
         super().__init__(unroll_max=int_option(self.name, "unroll_max", unroll_max, 0, 64))
 
 
+class JamRows(KernelRulePass):
+    name = "row_jam"
+    description = "vector-tile matmuls: several output rows share each load of the other operand (unroll-and-jam)"
+    rules = ROW_JAM_RULES
+
+    def __init__(self, *, rows: int = JAM_ROWS) -> None:
+        super().__init__(rows=int_option(self.name, "rows", rows, 1, 16))
+
+    def run(self, graph: Graph, ctx: PassContext) -> Graph:
+        # not into what a jam produced: its fallback (the original nest, for a short symbolic row count)
+        # would match again
+        prog = kernel_program(ctx, self.name)
+        opts = {**ctx.options, **self.options}
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, self.rules, opts, ctx.rewrites, descend_into_new=False)
+        return graph
+
+
 class UnnestParallel(KernelRulePass):
     name = "unnest_parallel"
     description = "never a parallel loop inside another: choose one of them at run time"
@@ -155,7 +173,7 @@ class RenderC:
 
 def codegen_passes() -> list:
     return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), ParallelLoops(), UnrollLoops(),
-            RowBlock(), Lanes(), UnnestParallel(), PlanMemory(), RenderC()]
+            JamRows(), RowBlock(), Lanes(), UnnestParallel(), PlanMemory(), RenderC()]
 
 
 def pipeline_options(passes: list) -> tuple:
