@@ -6,6 +6,10 @@ windows of the bundled held-out Shakespeare text, one AdamW step per batch, each
 - ``tiny``: the bundled model's config (4 layers, width 128, vocabulary 4096), batch 16 x 128 tokens;
 - ``wide``: GPT-2-small width (768, 12 heads) with 2 layers and the same vocabulary, batch 4 x 128.
 
+AdamW (lr 1e-3, weight decay 0.1 on matrices only) everywhere. ``caten_lab`` is ``Trainer.training_step``
+(the step's graph is built once and re-run with each batch); ``caten_lab_eager`` is the PyTorch-style loop
+(``loss.backward(); opt.step(loss)``) that rebuilds the graph in Python every step.
+
 Per row: median step time after the warmup steps (the first includes compiling), training tokens/s,
 peak RSS, and the loss of every step. Ratios (higher is faster for caten_lab): ``step_vs_torch_eager``
 and ``step_vs_torch_compile``, each ``"<config>@<threads>t"`` -> ratio; ``loss_max_rel_diff_vs_torch``:
@@ -87,7 +91,7 @@ def _torch_steps(args: argparse.Namespace, batches: np.ndarray, weights: dict) -
     model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()}, strict=False)
     model.train()
     fwd = torch.compile(model) if args.worker == "torch_compile" else model
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD)
+    opt = torch.optim.AdamW(_groups(list(model.parameters()), lambda p: p.dim()), lr=LR)
     out = []
     for b in batches:
         t0 = time.perf_counter()
@@ -101,15 +105,32 @@ def _torch_steps(args: argparse.Namespace, batches: np.ndarray, weights: dict) -
     return out
 
 
+def _groups(params: list, ndim) -> list[dict]:  # noqa: ANN001 - weight decay on matrices only (as Trainer)
+    return [{"params": [p for p in params if ndim(p) >= 2], "weight_decay": WD},
+            {"params": [p for p in params if ndim(p) < 2], "weight_decay": 0.0}]
+
+
 def _caten_steps(args: argparse.Namespace, batches: np.ndarray, weights: dict) -> list[tuple[float, float]]:
+    """``caten_lab``: Trainer.training_step (the step's graph built once, then re-run with each batch);
+    ``caten_lab_eager``: the PyTorch-style loop that rebuilds the graph every step (``opt.step(loss)``)."""
     from caten_lab.frontend import Tensor
+    from caten_lab.models.trainer import Trainer, TrainingArguments
     from caten_lab.nn import GPT2
     from caten_lab.nn import functional as F
     from caten_lab.nn.optim import AdamW
 
     model = GPT2(_hf_config(args.config), use_cache=False).load_hf_state_dict(weights)
-    opt = AdamW(model.parameters(), lr=LR, weight_decay=WD)
     out = []
+    if args.worker == "caten_lab":
+        targs = TrainingArguments(steps=len(batches), batch=batches.shape[1], block=SEQ, lr=LR, schedule="constant",
+                                  weight_decay=WD, betas=(0.9, 0.999), max_grad_norm=None, progress=False)
+        trainer = Trainer(model, targs, batches.reshape(-1))
+        for b in batches:
+            t0 = time.perf_counter()
+            value = trainer.training_step(b)
+            out.append((time.perf_counter() - t0, value))
+        return out
+    opt = AdamW(_groups(model.parameters(), lambda p: p.ndim), lr=LR)
     for b in batches:
         t0 = time.perf_counter()
         x = Tensor.from_numpy(b)
@@ -127,7 +148,7 @@ def worker(args: argparse.Namespace) -> dict:
     weights = dict(np.load(args.init))
     steps = (
         _caten_steps(args, batches, weights)
-        if args.worker == "caten_lab"
+        if args.worker.startswith("caten_lab")
         else _torch_steps(args, batches, weights)
     )
     times = [t for t, _ in steps[args.warmup :]] or [steps[-1][0]]
@@ -164,7 +185,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="tiny config, 2 threads, 6 steps")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--configs", default="tiny,wide")
-    ap.add_argument("--systems", default="caten_lab,torch_eager,torch_compile")
+    ap.add_argument("--systems", default="caten_lab,caten_lab_eager,torch_eager,torch_compile")
     ap.add_argument("--threads-list", default="1,2")
     ap.add_argument(
         "--steps", type=int, default=30, help="steps per row (the loss comparison covers them all)"

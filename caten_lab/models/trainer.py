@@ -27,8 +27,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from caten_lab.errors import CatenError
-from caten_lab.frontend.build import realize
+from caten_lab.frontend.build import Traced, commit, realize, trace
 from caten_lab.frontend.lazy import no_grad
+from caten_lab.frontend.realize import execute
 from caten_lab.frontend.tensor import Tensor
 from caten_lab.models.gpt2_weights import hf_config, load_hf_dir, save_hf_dir
 from caten_lab.nn import functional as F
@@ -106,6 +107,8 @@ class Trainer:
                                lr=args.lr, betas=args.betas, eps=args.eps)
         self.rng = np.random.default_rng(args.seed)
         self.step = 0
+        self._graph: Traced | None = None  # the training step's graph, built by the first step
+        self._hyper_name = ""
         self.history: list[dict[str, float]] = []  # one dict per logged step: step, loss, lr, tokens_s
 
     # ---- data --------------------------------------------------------------------------------------
@@ -116,19 +119,36 @@ class Trainer:
 
     # ---- one step ----------------------------------------------------------------------------------
     def training_step(self, windows: np.ndarray) -> float:
-        """Forward, backward, clipping and AdamW on one batch: one compiled call. Returns the loss."""
+        """Forward, backward, clipping and AdamW on one batch: one compiled call. Returns the loss.
+
+        The first step builds the step's graph (forward, ``backward()``, clipping, the optimizer's update) and
+        keeps it; every later step writes the new batch and the optimizer's scalars into that graph's input
+        arrays and runs it again (the same graph, so the same compiled program), without rebuilding it in
+        Python. The parameters and the optimizer state are updated in place, in their own arrays."""
         lr = self.args.lr_at(self.step)
         for g in self.optimizer.param_groups:
             g["lr"] = lr
-        loss = next_token_loss(self.model, windows)
-        self.optimizer.zero_grad()
-        loss.backward()
-        if self.args.max_grad_norm is not None:
-            clip_grad_norm(self.model.parameters(), self.args.max_grad_norm)
-        (value,) = self.optimizer.step(loss)
-        self.optimizer.zero_grad()
+        step = self._graph
+        if step is not None and all(buf.array is step.arrays.get(name) for name, buf in step.states.items()):
+            self.optimizer.steps += 1
+            step.arrays["tokens"][...] = windows
+            step.arrays[self._hyper_name][...] = self.optimizer.hyper_rows()
+            out = execute(step.graph, step.arrays, {})
+        else:  # the first step, or the arrays were replaced (a load_state_dict): build it
+            loss = next_token_loss(self.model, windows)
+            self.optimizer.zero_grad()
+            loss.backward()
+            if self.args.max_grad_norm is not None:
+                clip_grad_norm(self.model.parameters(), self.args.max_grad_norm)
+            updated = self.optimizer.record_step()
+            step = trace([loss, *updated])
+            self._hyper_name = next(k for k, v in step.arrays.items() if v is self.optimizer.hyper)
+            out = execute(step.graph, step.arrays, {})
+            commit(step)  # the model's tensors read their buffers again (the update is in place)
+            self.optimizer.zero_grad()
+            self._graph = step
         self.step += 1
-        return float(value)
+        return float(out[0])
 
     def train(self, callback: Callable[[Trainer, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
         """Run until ``args.steps`` (continuing from a resumed step); returns the logged history.
@@ -202,6 +222,7 @@ class Trainer:
         """Continue from a checkpoint :meth:`save` wrote: weights, optimizer moments, step and sampler."""
         d = Path(directory)
         state = json.loads((d / "trainer_state.json").read_text())
+        self._graph = None
         self.model.load_hf_state_dict(load_hf_dir(d).state_dict)
         with np.load(d / "optimizer.npz") as z:
             self.optimizer.load_state_arrays({k: z[k] for k in z.files}, int(state["optimizer_steps"]))

@@ -63,6 +63,7 @@ class Optimizer:
         self.param_groups = _groups(params, defaults, type(self).__name__)
         self.state: dict[int, dict[str, Tensor]] = {}  # id(buffer) -> name -> state tensor
         self.steps = 0
+        self.hyper = np.zeros((len(self.param_groups), 0), np.float32)  # this step's scalars (record_step)
 
     def _buffers(self) -> list[tuple[dict[str, Any], Tensor, Buffer]]:
         return [(g, p, buffer_of(p)) for g in self.param_groups for p in g["params"]]  # type: ignore[misc]
@@ -105,20 +106,19 @@ class Optimizer:
             sbuf.array[...] = value
         self.steps = steps
 
-    def _hyper(self, rows: list[list[float]], name: str) -> Tensor:
-        return Tensor.from_numpy(np.array(rows, np.float32), name=f"optim.{name}")
-
     def _update(
         self, hyper: Tensor, gi: int, group: dict[str, Any], p: Tensor, buf: Buffer, g: Tensor
     ) -> None:
         raise NotImplementedError
 
-    def _rows(self) -> list[list[float]]:
+    def hyper_rows(self) -> list[list[float]]:
+        """This step's per-group scalars (the learning rate and what depends on the step count), the values
+        of the optimizer's input array (``hyper``)."""
         raise NotImplementedError
 
-    def step(self, *also: Tensor) -> list[np.ndarray]:
-        """Apply one update to every parameter with a gradient, realizing it together with ``also`` (e.g.
-        the loss) in one program; returns ``also``'s values."""
+    def record_step(self) -> list[Tensor]:
+        """Record (lazily) one update of every parameter with a gradient and of the optimizer state; returns
+        the updated parameters. ``self.hyper`` is the input array this step's scalars are read from."""
         work = [
             (gi, group, p, buf)
             for gi, group in enumerate(self.param_groups)
@@ -132,11 +132,18 @@ class Optimizer:
                 hint="call loss.backward() before step()",
             )
         self.steps += 1
+        self.hyper = np.array(self.hyper_rows(), np.float32)
         with no_grad():
-            hyper = self._hyper(self._rows(), type(self).__name__.lower())
+            hyper = Tensor.from_numpy(self.hyper, name=f"optim.{type(self).__name__.lower()}")
             for gi, group, p, buf in work:
                 self._update(hyper, gi, group, p, buf, buf.grad)
-        out = realize([*also, *(p for _, _, p, _ in work)], {})
+        return [p for _, _, p, _ in work]
+
+    def step(self, *also: Tensor) -> list[np.ndarray]:
+        """Apply one update to every parameter with a gradient, realizing it together with ``also`` (e.g.
+        the loss) in one program; returns ``also``'s values."""
+        updated = self.record_step()
+        out = realize([*also, *updated], {})
         return out[: len(also)]
 
 
@@ -160,7 +167,7 @@ class SGD(Optimizer):
             dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov),
         )
 
-    def _rows(self) -> list[list[float]]:
+    def hyper_rows(self) -> list[list[float]]:
         # torch: the first step's momentum buffer is the gradient itself (no dampening)
         first = self.steps == 1
         return [
@@ -198,7 +205,7 @@ class AdamW(Optimizer):
             raise CatenError(f"AdamW: betas must be in [0, 1), got {tuple(betas)}", where=user_source())
         super().__init__(params, dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=weight_decay))
 
-    def _rows(self) -> list[list[float]]:
+    def hyper_rows(self) -> list[list[float]]:
         t = self.steps
         rows = []
         for g in self.param_groups:
