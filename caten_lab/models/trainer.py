@@ -129,12 +129,14 @@ class Trainer:
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         step = self._graph
-        if step is not None and all(buf.array is step.arrays.get(name) for name, buf in step.states.items()):
+        windows = np.ascontiguousarray(windows, dtype=np.int64)
+        if (step is not None and step.arrays["tokens"].shape == windows.shape
+                and all(buf.array is step.arrays.get(name) for name, buf in step.states.items())):
             self.optimizer.steps += 1
             step.arrays["tokens"][...] = windows
             step.arrays[self._hyper_name][...] = self.optimizer.hyper_rows()
             out = execute(step.graph, step.arrays, {})
-        else:  # the first step, or the arrays were replaced (a load_state_dict): build it
+        else:  # the first step, another batch shape, or replaced arrays (a load_state_dict): build it
             loss = next_token_loss(self.model, windows)
             self.optimizer.zero_grad()
             loss.backward()

@@ -12,9 +12,11 @@ import transformers
 
 from caten_lab.config import settings
 from caten_lab.errors import CatenError
+from caten_lab.frontend import no_grad
+from caten_lab.frontend.build import realize
 from caten_lab.models import gpt2_weights
 from caten_lab.models.gpt2 import GPT2Runner
-from caten_lab.models.trainer import Trainer, TrainingArguments
+from caten_lab.models.trainer import Trainer, TrainingArguments, next_token_loss
 from caten_lab.nn import GPT2
 
 BUNDLED = Path(__file__).resolve().parents[2] / "assets" / "tiny_gpt2"
@@ -119,3 +121,18 @@ def test_bad_data_is_refused() -> None:
         Trainer(_model(), _args(), np.array([1, 2, 99999] * 50))
     with pytest.raises(CatenError, match="cannot fill one window"):
         Trainer(_model(), _args(), np.arange(10))
+
+
+def test_a_batch_of_another_shape_rebuilds_the_step() -> None:
+    """The step's graph is reused only for batches of its shape: a smaller one gets its own graph (never a
+    broadcast into the old token array), and its loss is the model's loss on that batch."""
+    data = _tokens()
+    trainer = Trainer(_model(), _args(), data)
+    trainer.training_step(trainer.next_batch())
+    trainer.training_step(trainer.next_batch())  # the reused graph
+    small = data[None, 100:133]  # 1 row: without the shape check it would broadcast into the 2-row array
+    with no_grad():
+        (want,) = realize([next_token_loss(trainer.model, small)], {})
+    got = trainer.training_step(small)
+    assert trainer._graph.arrays["tokens"].shape == small.shape  # noqa: SLF001
+    np.testing.assert_allclose(got, float(want), rtol=1e-6)
