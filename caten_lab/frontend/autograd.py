@@ -33,7 +33,7 @@ from typing import Any
 from caten_lab.air.dtypes import DType
 from caten_lab.air.shapes import numel
 from caten_lab.errors import CatenError
-from caten_lab.frontend.lazy import LazyNode, node_mark, post_order
+from caten_lab.frontend.lazy import LazyNode, node_mark, post_order, root_buffer
 from caten_lab.frontend.source import user_source
 from caten_lab.frontend.tensor import Tensor
 from caten_lab.frontend.view import View
@@ -164,20 +164,27 @@ def _differentiable(node: LazyNode) -> bool:
     return node.dtype.is_float
 
 
+def _live(order: list[LazyNode], is_leaf: Callable[[LazyNode], bool]) -> set[int]:
+    """The nodes of ``order`` (operands first) on a path from a leaf: a leaf, or a float value made outside
+    ``no_grad`` from a live operand."""
+    live: set[int] = set()
+    for node in order:
+        if is_leaf(node) or (
+            not node.nograd
+            and _differentiable(node)
+            and any(isinstance(s, LazyNode) and s.id in live for s in node.srcs)
+        ):
+            live.add(node.id)
+    return live
+
+
 def backprop(
     roots: Sequence[Tensor], seeds: Sequence[Tensor], key_of: Callable[[LazyNode], object | None]
 ) -> dict[object, Tensor]:
     """Gradients of ``roots`` (seeded with ``seeds``) for every node ``key_of`` names: key -> gradient
     (summed over the nodes of one key, e.g. every read of a parameter)."""
     order = post_order([r.node for r in roots])
-    live: set[int] = set()  # nodes on a path from a differentiated node to a root
-    for node in order:
-        if key_of(node) is not None or (
-            not node.nograd
-            and _differentiable(node)
-            and any(isinstance(s, LazyNode) and s.id in live for s in node.srcs)
-        ):
-            live.add(node.id)
+    live = _live(order, lambda node: key_of(node) is not None)
     grads: dict[int, Tensor] = {}
     for root, seed in zip(roots, seeds):
         if root.node.id in live:
@@ -338,24 +345,14 @@ def detach(self: Tensor) -> Tensor:
 
 def leaf_grad(self: Tensor) -> Tensor | None:
     """``.grad`` of a parameter or input: the gradients ``backward()`` accumulated (None before)."""
-    node = self.node
-    while node.op == "store":
-        node = node.srcs[0]
-    buf = node.buffer if node.op == "allocate" else None
+    buf = root_buffer(self.node)
     return None if buf is None else buf.grad
 
 
 def requires_grad(self: Tensor) -> bool:
     """True when a gradient can flow into this tensor: a buffer with ``requires_grad``, or a value
     computed (outside ``no_grad``) from one."""
-    live: set[int] = set()
-    for node in post_order([self.node]):
-        if (_is_buffer_leaf(node) and node.buffer.requires_grad) or (  # type: ignore[union-attr]
-            not node.nograd
-            and _differentiable(node)
-            and any(isinstance(s, LazyNode) and s.id in live for s in node.srcs)
-        ):
-            live.add(node.id)
+    live = _live(post_order([self.node]), lambda n: _is_buffer_leaf(n) and n.buffer.requires_grad)  # type: ignore[union-attr]
     return self.node.id in live
 
 

@@ -134,6 +134,13 @@ class LazyNode:
         return f"<LazyNode {self.op} {self.dtype.value}{list(self.shape)}>"
 
 
+def root_buffer(node: LazyNode) -> Buffer | None:
+    """The Buffer a node's value lives in: a bound ``allocate``, following pending stores to their root."""
+    while node.op == "store":
+        node = node.srcs[0]
+    return node.buffer if node.op == "allocate" else None
+
+
 def buffer_node(buf: Buffer) -> LazyNode:
     """The ``allocate`` node that reads ``buf`` (made where the user's code asked for it)."""
     return LazyNode(

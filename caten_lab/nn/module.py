@@ -15,7 +15,7 @@ import numpy as np
 
 from caten_lab.air.dtypes import DType
 from caten_lab.frontend.errors import StateDictError, fmt_shape
-from caten_lab.frontend.lazy import Buffer
+from caten_lab.frontend.lazy import Buffer, root_buffer
 from caten_lab.frontend.source import user_source
 from caten_lab.frontend.tensor import Tensor
 
@@ -46,10 +46,7 @@ def state(shape: tuple, dtype: DType = DType.float32) -> Tensor:
 
 def buffer_of(t: Tensor) -> Buffer | None:
     """The Buffer behind a parameter/state tensor (following pending stores to their root)."""
-    node = t.node
-    while node.op == "store":
-        node = node.srcs[0]
-    return node.buffer if node.op == "allocate" else None
+    return root_buffer(t.node)
 
 
 def _to_numpy(v: Any) -> np.ndarray:
