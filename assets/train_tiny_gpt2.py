@@ -183,12 +183,14 @@ def train_with_torch(model, train_ids, val_ids, args, warmup: int, vocab_size: i
         lr=args.lr,
         betas=(0.9, 0.95),
     )
-    rng = np.random.default_rng(args.seed)
+    # the Trainer's windows (SplitMix64 of the seed and the sample number)
+    from caten_lab.models.trainer import window_starts
+
     t_train = time.perf_counter()
     model.train()
     history = []
     for step in range(args.steps):
-        starts = rng.integers(0, len(train_ids) - args.block - 1, size=args.batch)
+        starts = window_starts(args.seed, step, args.batch, len(train_ids) - args.block - 1)
         xs = torch.from_numpy(np.stack([train_ids[s : s + args.block + 1] for s in starts]))
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, args.steps, args.lr, warmup)
@@ -213,8 +215,8 @@ def train_with_torch(model, train_ids, val_ids, args, warmup: int, vocab_size: i
 
 
 def train_with_caten_lab(model, train_ids, val_ids, args, warmup: int) -> float:
-    """The same run compiled by caten_lab: the HF model's initial weights, the same windows (the same
-    seeded generator), AdamW groups, clipping and schedule; writes the checkpoint to ``args.out``."""
+    """The same run compiled by caten_lab: the HF model's initial weights, the same windows
+    (``window_starts``), AdamW groups, clipping and schedule; writes the checkpoint to ``args.out``."""
     os.environ.setdefault("CATEN_THREADS", str(args.threads))
     from caten_lab.models.trainer import Trainer, TrainingArguments
     from caten_lab.nn import GPT2

@@ -7,8 +7,11 @@ windows of the bundled held-out Shakespeare text, one AdamW step per batch, each
 - ``wide``: GPT-2-small width (768, 12 heads) with 2 layers and the same vocabulary, batch 4 x 128.
 
 AdamW (lr 1e-3, weight decay 0.1 on matrices only) everywhere. ``caten_lab`` is ``Trainer.training_step``
-(the step's graph is built once and re-run with each batch); ``caten_lab_eager`` is the PyTorch-style loop
-(``loss.backward(); opt.step(loss)``) that rebuilds the graph in Python every step.
+(the step's graph is built once and re-run with each batch); ``caten_lab_export`` is that step exported as a C
+library (workflow/training.py: the data loader action reads the windows from the token file, no Python between
+steps; its first step includes the export); ``caten_lab_eager`` is the PyTorch-style loop
+(``loss.backward(); opt.step(loss)``) that rebuilds the graph in Python every step. The windows are
+``window_starts(1234, step, batch, span)``, the Trainer's, for every system.
 
 Per row: median step time after the warmup steps (the first includes compiling), training tokens/s,
 peak RSS, and the loss of every step. Ratios (higher is faster for caten_lab): ``step_vs_torch_eager``
@@ -39,7 +42,7 @@ CONFIGS = {
     "tiny": dict(n_layer=4, n_embd=128, n_head=4, batch=16),
     "wide": dict(n_layer=2, n_embd=768, n_head=12, batch=4),
 }
-SEQ, VOCAB, LR, WD = 128, 4096, 1e-3, 0.1
+SEQ, VOCAB, LR, WD, SEED = 128, 4096, 1e-3, 0.1, 1234
 
 
 def prepare(root: Path, config: str, steps: int) -> tuple[Path, Path]:
@@ -57,8 +60,10 @@ def prepare(root: Path, config: str, steps: int) -> tuple[Path, Path]:
         )
     tok = transformers.GPT2TokenizerFast(str(BUNDLED / "vocab.json"), str(BUNDLED / "merges.txt"))
     ids = np.array(tok((ROOT / "assets" / "tiny_gpt2_heldout.txt").read_text())["input_ids"], np.int64)
-    rng = np.random.default_rng(1234)
-    starts = rng.integers(0, len(ids) - SEQ - 1, size=(steps, c["batch"]))
+    from caten_lab.models.trainer import window_starts  # the windows the Trainer and the exported loader draw
+
+    ids.astype(np.uint16).tofile(root / "tokens.bin")
+    starts = [window_starts(SEED, s, c["batch"], len(ids) - SEQ - 1) for s in range(steps)]
     data = root / f"{config}_{steps}_batches.npy"
     np.save(data, np.stack([np.stack([ids[s : s + SEQ + 1] for s in row]) for row in starts]))
     return init, data
@@ -121,9 +126,11 @@ def _caten_steps(args: argparse.Namespace, batches: np.ndarray, weights: dict) -
 
     model = GPT2(_hf_config(args.config), use_cache=False).load_hf_state_dict(weights)
     out = []
+    targs = TrainingArguments(steps=len(batches), batch=batches.shape[1], block=SEQ, lr=LR, schedule="constant",
+                              weight_decay=WD, betas=(0.9, 0.999), max_grad_norm=None, progress=False, seed=SEED)
+    if args.worker == "caten_lab_export":
+        return _export_steps(Trainer(model, targs), Path(args.data).parent / "tokens.bin", len(batches))
     if args.worker == "caten_lab":
-        targs = TrainingArguments(steps=len(batches), batch=batches.shape[1], block=SEQ, lr=LR, schedule="constant",
-                                  weight_decay=WD, betas=(0.9, 0.999), max_grad_norm=None, progress=False)
         trainer = Trainer(model, targs, batches.reshape(-1))
         for b in batches:
             t0 = time.perf_counter()
@@ -140,6 +147,24 @@ def _caten_steps(args: argparse.Namespace, batches: np.ndarray, weights: dict) -
         loss.backward()
         (value,) = opt.step(loss)
         out.append((time.perf_counter() - t0, float(value)))
+    return out
+
+
+def _export_steps(trainer: object, tokens: Path, steps: int) -> list[tuple[float, float]]:
+    """``caten_lab_export``: the exported library's ``train_step`` (no Python inside a step); the first
+    step's time includes exporting (tracing, compiling, the C compiler)."""
+    from caten_lab.workflow.training import ExportedTrainer, export_training
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as d:
+        exp = export_training(trainer, d)
+        lib = ExportedTrainer(exp.library, exp.directory / "init", tokens)
+        out = []
+        for _ in range(steps):
+            value = lib.step()
+            out.append((time.perf_counter() - t0, value))
+            t0 = time.perf_counter()
+        lib.close()
     return out
 
 
@@ -185,7 +210,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="tiny config, 2 threads, 6 steps")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--configs", default="tiny,wide")
-    ap.add_argument("--systems", default="caten_lab,caten_lab_eager,torch_eager,torch_compile")
+    ap.add_argument("--systems", default="caten_lab,caten_lab_export,caten_lab_eager,torch_eager,torch_compile")
     ap.add_argument("--threads-list", default="1,2")
     ap.add_argument(
         "--steps", type=int, default=30, help="steps per row (the loss comparison covers them all)"

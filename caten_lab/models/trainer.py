@@ -1,10 +1,11 @@
 """``Trainer``: a causal-LM training loop in the spirit of Hugging Face's, compiled by caten_lab.
 
-Every step samples ``batch`` windows of ``block + 1`` tokens from a token array (a seeded NumPy
-generator, the same windows PyTorch's reference script draws), runs forward + backward + AdamW as ONE
-compiled program (built once, reused by every step), and reports the loss. Checkpoints are Hugging
+Every step samples ``batch`` windows of ``block + 1`` tokens from a token array (:func:`window_starts`:
+SplitMix64 of (seed, sample number), the counter RNG of the samplers, so the exported training library's
+data loader action draws the same windows, as does PyTorch's reference script), runs forward + backward +
+AdamW as ONE compiled program (built once, reused by every step), and reports the loss. Checkpoints are Hugging
 Face directories (``config.json`` + ``model.safetensors``, loadable by ``GPT2Runner.from_pretrained`` and
-``transformers``) plus the optimizer moments and the sampler's state, so ``resume=True`` continues
+``transformers``) plus the optimizer moments and the step count, so ``resume`` continues
 exactly where an interrupted run stopped: the same parameters, bit for bit, as an uninterrupted run.
 
     args = TrainingArguments(steps=300, batch=16, block=128, lr=3e-3, output_dir="run")
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -32,6 +34,7 @@ from caten_lab.frontend.lazy import no_grad
 from caten_lab.frontend.realize import execute
 from caten_lab.frontend.tensor import Tensor
 from caten_lab.models.gpt2_weights import hf_config, load_hf_dir, save_hf_dir
+from caten_lab.models.sampling import uniform
 from caten_lab.nn import functional as F
 from caten_lab.nn.optim import AdamW, clip_grad_norm, cosine_schedule, linear_schedule
 
@@ -71,6 +74,37 @@ class TrainingArguments:
         raise CatenError(f"TrainingArguments: unknown schedule {self.schedule!r}", hint="cosine, linear or constant")
 
 
+def load_tokens(path: str | os.PathLike, token_bytes: int = 2) -> np.ndarray:
+    """A token file (little-endian ids of ``token_bytes`` bytes: 2 = uint16, 4 = uint32, as
+    ``np.asarray(ids, np.uint16).tofile(path)`` writes them), memory-mapped: what the exported trainer reads."""
+    if token_bytes not in (2, 4):
+        raise CatenError(f"load_tokens: token_bytes is {token_bytes}", hint="2 (uint16) or 4 (uint32)")
+    size = Path(path).stat().st_size
+    if size % token_bytes:
+        raise CatenError(f"{path}: {size} bytes is not a whole number of {token_bytes}-byte token ids")
+    return np.memmap(path, dtype="<u2" if token_bytes == 2 else "<u4", mode="r")
+
+
+def check_tokens(tokens: np.ndarray, block: int, vocab: int) -> None:
+    """Refuse training tokens that are not 1-d integers, cannot fill a window or leave the vocabulary."""
+    if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+        raise CatenError(f"Trainer: train_tokens must be a 1-d integer array, got {tokens.dtype}{list(tokens.shape)}")
+    if len(tokens) <= block + 1:
+        raise CatenError(f"Trainer: {len(tokens)} training tokens cannot fill one window of {block + 1}",
+                         hint="lower block or give more data")
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < 0 or high >= vocab:
+        bad = int(np.flatnonzero((tokens < 0) | (tokens >= vocab))[0])
+        raise CatenError(f"Trainer: token {bad} is id {int(tokens[bad])}, outside the vocabulary [0, {vocab})")
+
+
+def window_starts(seed: int, step: int, batch: int, span: int) -> list[int]:
+    """Where step ``step``'s ``batch`` windows start in ``[0, span)``: sample ``step * batch + b`` of the
+    counter RNG ``uniform(seed, n)`` (models/sampling.py), scaled and truncated. Stateless: a resumed run
+    and the exported data loader (workflow/train_actions.py) draw the same windows from the step alone."""
+    return [int(uniform(seed, step * batch + b) * span) for b in range(batch)]
+
+
 def next_token_loss(model: Any, windows: np.ndarray) -> Tensor:
     """Mean cross-entropy of predicting ``windows[:, 1:]`` from ``windows[:, :-1]`` (lazy)."""
     x = Tensor.from_numpy(np.ascontiguousarray(windows, dtype=np.int64), name="tokens")
@@ -81,23 +115,20 @@ def next_token_loss(model: Any, windows: np.ndarray) -> Tensor:
 class Trainer:
     """Train a causal LM (``model(tokens)`` -> logits, e.g. ``GPT2(config, use_cache=False)``) on tokens."""
 
-    def __init__(self, model: Any, args: TrainingArguments, train_tokens: np.ndarray,
+    def __init__(self, model: Any, args: TrainingArguments,
+                 train_tokens: np.ndarray | str | os.PathLike | None = None,
                  eval_tokens: np.ndarray | None = None) -> None:
-        train_tokens = np.asarray(train_tokens)
-        if train_tokens.ndim != 1 or not np.issubdtype(train_tokens.dtype, np.integer):
-            raise CatenError(f"Trainer: train_tokens must be a 1-d integer array, got {train_tokens.dtype}"
-                             f"{list(train_tokens.shape)}")
-        if len(train_tokens) <= args.block + 1:
-            raise CatenError(f"Trainer: {len(train_tokens)} training tokens cannot fill one window of "
-                             f"{args.block + 1}", hint="lower block or give more data")
-        vocab = model.config.vocab_size
-        bad = train_tokens[(train_tokens < 0) | (train_tokens >= vocab)]
-        if bad.size:
-            raise CatenError(f"Trainer: token id {int(bad[0])} is outside the vocabulary [0, {vocab})")
+        """``train_tokens``: a 1-d integer array, or the path of a token file (:func:`load_tokens`); None
+        for a trainer that only builds or exports its step (``workflow.training.export_training``)."""
+        if isinstance(train_tokens, str | os.PathLike):
+            train_tokens = load_tokens(train_tokens)
+        if train_tokens is not None:
+            train_tokens = np.asarray(train_tokens)
+            check_tokens(train_tokens, args.block, model.config.vocab_size)
         if args.output_dir:  # a config the checkpoint loaders would refuse fails now, not after training
             hf_config(model.config, f"Trainer(output_dir={args.output_dir!r})")
         self.model, self.args = model, args
-        self.train_tokens = train_tokens.astype(np.int64, copy=False)
+        self.train_tokens = train_tokens  # as given (a uint16 memmap stays one): windows become int64
         self.eval_tokens = None if eval_tokens is None else np.asarray(eval_tokens, np.int64)
         named = dict(model.named_parameters())
         decay = [p for n, p in named.items() if p.ndim >= 2]
@@ -105,17 +136,19 @@ class Trainer:
         self.optimizer = AdamW([{"params": decay, "weight_decay": args.weight_decay},
                                 {"params": no_decay, "weight_decay": 0.0}],
                                lr=args.lr, betas=args.betas, eps=args.eps)
-        self.rng = np.random.default_rng(args.seed)
         self.step = 0
         self._graph: Traced | None = None  # the training step's graph, built by the first step
-        self._hyper_name = ""
+        self.hyper_name = ""  # the step graph's input holding the optimizer's per-step scalars
         self.history: list[dict[str, float]] = []  # one dict per logged step: step, loss, lr, tokens_s
 
     # ---- data --------------------------------------------------------------------------------------
     def next_batch(self) -> np.ndarray:
-        a = self.args
-        starts = self.rng.integers(0, len(self.train_tokens) - a.block - 1, size=a.batch)
-        return np.stack([self.train_tokens[s:s + a.block + 1] for s in starts])
+        """This step's windows of ``block + 1`` tokens (:func:`window_starts`)."""
+        a, data = self.args, self.train_tokens
+        if data is None:
+            raise CatenError("Trainer: no training tokens", hint="Trainer(model, args, train_tokens)")
+        starts = window_starts(a.seed, self.step, a.batch, len(data) - a.block - 1)
+        return np.stack([data[s:s + a.block + 1] for s in starts]).astype(np.int64)
 
     # ---- one step ----------------------------------------------------------------------------------
     def training_step(self, windows: np.ndarray) -> float:
@@ -128,29 +161,38 @@ class Trainer:
         lr = self.args.lr_at(self.step)
         for g in self.optimizer.param_groups:
             g["lr"] = lr
-        step = self._graph
         windows = np.ascontiguousarray(windows, dtype=np.int64)
-        if (step is not None and step.arrays["tokens"].shape == windows.shape
-                and all(buf.array is step.arrays.get(name) for name, buf in step.states.items())):
-            self.optimizer.steps += 1
-            step.arrays["tokens"][...] = windows
-            step.arrays[self._hyper_name][...] = self.optimizer.hyper_rows()
-            out = execute(step.graph, step.arrays, {})
-        else:  # the first step, another batch shape, or replaced arrays (a load_state_dict): build it
-            loss = next_token_loss(self.model, windows)
-            self.optimizer.zero_grad()
-            loss.backward()
-            if self.args.max_grad_norm is not None:
-                clip_grad_norm(self.model.parameters(), self.args.max_grad_norm)
-            updated = self.optimizer.record_step()
-            step = trace([loss, *updated])
-            self._hyper_name = next(k for k, v in step.arrays.items() if v is self.optimizer.hyper)
-            out = execute(step.graph, step.arrays, {})
-            commit(step)  # the model's tensors read their buffers again (the update is in place)
-            self.optimizer.zero_grad()
-            self._graph = step
+        step = self.step_graph(windows.shape)
+        self.optimizer.steps += 1
+        step.arrays["tokens"][...] = windows
+        step.arrays[self.hyper_name][...] = self.optimizer.hyper_rows()
+        out = execute(step.graph, step.arrays, {})
         self.step += 1
         return float(out[0])
+
+    def step_graph(self, shape: tuple[int, ...] | None = None) -> Traced:
+        """The graph of one training step on windows of ``shape`` (default ``(batch, block + 1)``): the loss
+        first, then the updated parameters and optimizer state. Its inputs are the parameters, the moments
+        (updated in place), ``tokens`` and the optimizer's scalars (``hyper_name``). Built on first use, or
+        for another shape or replaced arrays (a ``load_state_dict``); building runs nothing."""
+        shape = tuple(shape or (self.args.batch, self.args.block + 1))
+        step = self._graph
+        if (step is not None and step.arrays["tokens"].shape == shape
+                and all(buf.array is step.arrays.get(name) for name, buf in step.states.items())):
+            return step
+        loss = next_token_loss(self.model, np.zeros(shape, np.int64))
+        self.optimizer.zero_grad()
+        loss.backward()
+        if self.args.max_grad_norm is not None:
+            clip_grad_norm(self.model.parameters(), self.args.max_grad_norm)
+        updated = self.optimizer.record_step()
+        self.optimizer.steps -= 1  # recorded, not taken: training_step counts each step it runs
+        step = trace([loss, *updated])
+        self.hyper_name = next(k for k, v in step.arrays.items() if v is self.optimizer.hyper)
+        commit(step)  # nothing ran: the model's tensors read their (unchanged) buffers again
+        self.optimizer.zero_grad()
+        self._graph = step
+        return step
 
     def train(self, callback: Callable[[Trainer, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
         """Run until ``args.steps`` (continuing from a resumed step); returns the logged history.
@@ -215,13 +257,14 @@ class Trainer:
         d = Path(directory)
         save_hf_dir(self.model, d)
         np.savez(d / "optimizer.npz", **self.optimizer.state_arrays())
-        state = {"step": self.step, "optimizer_steps": self.optimizer.steps, "rng": self.rng.bit_generator.state,
+        state = {"step": self.step, "optimizer_steps": self.optimizer.steps,
                  "args": {k: v for k, v in asdict(self.args).items() if k != "history"}, "history": self.history}
         (d / "trainer_state.json").write_text(json.dumps(state, indent=1, default=str) + "\n")
         return d
 
     def resume(self, directory: str | Path) -> Trainer:
-        """Continue from a checkpoint :meth:`save` wrote: weights, optimizer moments, step and sampler."""
+        """Continue from a checkpoint :meth:`save` wrote: weights, optimizer moments and step (the windows
+        follow from the step: :func:`window_starts`)."""
         d = Path(directory)
         state = json.loads((d / "trainer_state.json").read_text())
         self._graph = None
@@ -229,7 +272,6 @@ class Trainer:
         with np.load(d / "optimizer.npz") as z:
             self.optimizer.load_state_arrays({k: z[k] for k in z.files}, int(state["optimizer_steps"]))
         self.step = int(state["step"])
-        self.rng.bit_generator.state = state["rng"]
         self.history = list(state.get("history", []))
         return self
 

@@ -71,7 +71,7 @@ VOCAB_TABLES = {
 }
 UNICODE_TABLES = {"stage1": "int32", "stage2": "uint8"}  # character classes, always from the blob
 
-# The compiled actions the fixed C calls (c/tok_gpt2.c, tok_gguf.c, generate.c, perplexity.c) and the parameters
+# The compiled actions the fixed C calls (c/tok_gpt2.c, tok_gguf.c, generate.c, perplexity.c, train.c) and the parameters
 # those calls pass, in order: "name:type", an array as "dtype[ndim]" (then one int64 per dimension).
 C_CALLS = {
     "gpt2_encode": (
@@ -109,6 +109,7 @@ C_CALLS = {
     "chunk_end": "buf:u8[1] n:i64 last:i32 -> i64",
     "next_window": "tokens:i32[1] n_tokens:i64 start:i64 window:i64 out:i32[1] -> i64",
     "window_nll": "logits:f32[2] tokens:i32[1] n:i64 -> f64",
+    "fill_batch": "data:u8[1] n_tokens:i64 token_bytes:i64 seed_hi:i64 seed_lo:i64 step:i64 out:i64[2] st:i64[1] -> i64",
 }
 ENTRY_PREFIX = "caten_action_"  # the exported name of a compiled action (workflow/cgen.py)
 

@@ -16,7 +16,7 @@ from caten_lab.frontend import no_grad
 from caten_lab.frontend.build import realize
 from caten_lab.models import gpt2_weights
 from caten_lab.models.gpt2 import GPT2Runner
-from caten_lab.models.trainer import Trainer, TrainingArguments, next_token_loss
+from caten_lab.models.trainer import Trainer, TrainingArguments, next_token_loss, window_starts
 from caten_lab.nn import GPT2
 
 BUNDLED = Path(__file__).resolve().parents[2] / "assets" / "tiny_gpt2"
@@ -45,10 +45,9 @@ def _torch_losses(args: TrainingArguments, data: np.ndarray) -> tuple[list[float
     no_decay = [p for p in hf.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=args.betas)
-    rng = np.random.default_rng(args.seed)
     losses = []
     for step in range(args.steps):
-        starts = rng.integers(0, len(data) - args.block - 1, size=args.batch)
+        starts = window_starts(args.seed, step, args.batch, len(data) - args.block - 1)
         xs = torch.from_numpy(np.stack([data[s:s + args.block + 1] for s in starts]))
         for g in opt.param_groups:
             g["lr"] = args.lr_at(step)
@@ -136,3 +135,32 @@ def test_a_batch_of_another_shape_rebuilds_the_step() -> None:
     got = trainer.training_step(small)
     assert trainer._graph.arrays["tokens"].shape == small.shape  # noqa: SLF001
     np.testing.assert_allclose(got, float(want), rtol=1e-6)
+
+
+def test_a_token_file_and_the_stateless_windows(tmp_path: Path) -> None:
+    """A uint16 token file is read mapped; step s's windows are window_starts(seed, s, ...) of it, so a
+    trainer at step s (a resumed one) draws the windows an uninterrupted one draws."""
+    data = _tokens().astype(np.uint16)
+    data.tofile(tmp_path / "tokens.bin")
+    trainer = Trainer(_model(), _args(), tmp_path / "tokens.bin")
+    assert trainer.train_tokens.dtype == np.uint16  # kept as the file stores it (mapped), not converted
+    trainer.step = 4
+    starts = window_starts(7, 4, 2, len(data) - 33)
+    np.testing.assert_array_equal(trainer.next_batch(), np.stack([data[s:s + 33] for s in starts]).astype(np.int64))
+    (tmp_path / "odd.bin").write_bytes(b"\0" * 7)
+    with pytest.raises(CatenError, match="not a whole number of 2-byte"):
+        Trainer(_model(), _args(), tmp_path / "odd.bin")
+
+
+def test_building_the_step_runs_nothing() -> None:
+    """step_graph() (what export_training compiles) traces the step without taking it: the weights, the
+    optimizer's step count and the moments stay as they were; a trainer without tokens says so."""
+    trainer = Trainer(_model(), _args())
+    before = trainer.model.state_dict()
+    step = trainer.step_graph()
+    assert trainer.optimizer.steps == 0 and step.arrays["tokens"].shape == (2, 33)
+    for k, v in trainer.model.state_dict().items():
+        np.testing.assert_array_equal(v, before[k], err_msg=k)
+    assert all(not a.any() for n, a in step.arrays.items() if n.endswith((".exp_avg", ".exp_avg_sq")))
+    with pytest.raises(CatenError, match="no training tokens"):
+        trainer.next_batch()

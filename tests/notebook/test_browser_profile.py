@@ -77,17 +77,20 @@ def test_profile_total_matches_the_cell_and_roofline_points(tmp_path):
         insp.locator(".ci-tab[data-pane='profile']").click()
         page.wait_for_selector(".ci-pf-timeline[data-final='1']", timeout=60_000)
         t = page.evaluate("() => window.__catenT")
-        wall_s = (t["end"] - t["start"]) / 1e3
         total_s = float(insp.locator(".ci-pf-timeline").get_attribute("data-total-s"))
         phases = insp.locator(".ci-pf-trow").evaluate_all("rs => rs.map(r => r.dataset.phase)")
         tl = insp.locator(".ci-pf-timeline")
+        # the cell is done for its user when the execution count shows and the Inspector is drawn; on a
+        # loaded machine JupyterLab may draw the widget after the count (CI: 455 ms later), and the
+        # Profile's total must cover that time too, not miss it
+        wall_s = (max(t["end"] / 1e3, float(tl.get_attribute("data-drawn"))) - t["start"] / 1e3)
         start_gap = float(tl.get_attribute("data-start")) - t["start"] / 1e3
         end_gap = t["end"] / 1e3 - float(tl.get_attribute("data-drawn"))
         print(
             f"\nrequest header - Shift+Enter {start_gap * 1e3:.0f} ms; execution count - Profile drawn {end_gap * 1e3:.0f} ms"
         )
         print(
-            f"cell wall time (Shift+Enter -> execution count) {wall_s:.3f} s, Profile total {total_s:.3f} s"
+            f"cell wall time (Shift+Enter -> execution count and Inspector drawn) {wall_s:.3f} s, Profile total {total_s:.3f} s"
         )
         print(insp.locator(".ci-pf-timeline").inner_text())
         assert {"tracing", "pass", "compile", "cc", "load", "run", "profile", "display"} <= set(phases)

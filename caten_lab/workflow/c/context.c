@@ -16,20 +16,9 @@ struct @P@_ctx {
 
 API const char *@P@_last_error(const @P@_ctx *ctx) { return ctx ? ctx->msg : ct_init_error; }
 
-API const char *@P@_error_name(int code) {
-  switch (code) {
-    case @U@_OK: return "ok";
-    case @U@_ERR_IO: return "io";
-    case @U@_ERR_FORMAT: return "format";
-    case @U@_ERR_MISMATCH: return "mismatch";
-    case @U@_ERR_TOKENIZER: return "tokenizer";
-    case @U@_ERR_ARGUMENT: return "argument";
-    case @U@_ERR_CONTEXT: return "context";
-    case @U@_ERR_MEMORY: return "memory";
-    case @U@_ERR_RUNTIME: return "runtime";
-  }
-  return "unknown";
-}
+API const char *@P@_error_name(int code) { return ct_error_name(code); }
+_Static_assert(@U@_ERR_TOKENIZER == 4 && @U@_ERR_ARGUMENT == 5 && @U@_ERR_CONTEXT == 6 && @U@_ERR_RUNTIME == 8,
+               "the codes ct_error_name (export_head.c) names");
 
 API int64_t @P@_context_length(const @P@_ctx *ctx) { (void)ctx; return CT_N_CTX; }
 API const char *@P@_weight_format(void) { return @U@_WEIGHT_FORMAT; }

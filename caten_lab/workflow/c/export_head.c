@@ -26,3 +26,10 @@ static void *ct_alloc(int64_t bytes) {
   memset(p, 0, (size_t)bytes);
   return p;
 }
+
+/* The name of an error code of the library's API (api.h, train.h: one numbering for every workflow). */
+static const char *ct_error_name(int code) {
+  static const char *names[] = {"ok", "io", "format", "mismatch", "tokenizer", "argument", "context", "memory",
+                                "runtime", "data"};
+  return code >= 0 && code < (int)(sizeof names / sizeof *names) ? names[code] : "unknown";
+}
