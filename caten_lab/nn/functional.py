@@ -62,7 +62,14 @@ def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> T
             f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}",
             where=user_source(),
         )
-    picked = -logits.log_softmax(-1).gather(1, targets.unsqueeze(1)).reshape(logits.shape[0])
+    # log-sum-exp minus the target's logit, never the (N, C) log-softmax: two reads of the logits forward
+    # (max, then the sum of exp), and a backward of one (N, C) pass, softmax - one-hot. The max is a
+    # constant shift (detached, as torch's logsumexp): its gradient is 0 exactly, not 1 - sum(softmax).
+    x = logits if logits.dtype.is_float else logits.float()
+    m = x.max(-1, keepdim=True).detach()
+    m = (m.abs() == float("inf")).where(0.0, m)  # an infinite max must not make inf - inf
+    lse = (x - m).exp().sum(-1, keepdim=True).log() + m
+    picked = (lse - x.gather(1, targets.unsqueeze(1))).reshape(logits.shape[0])
     return picked.mean() if reduction == "mean" else picked.sum() if reduction == "sum" else picked
 
 

@@ -2,8 +2,9 @@
 
 typecheck first (catch a bad graph before anything depends on it), then view folding (broadcast
 consts become consts, view chains collapse), constant folding, algebraic simplification, CSE
-(after simplification has made equal things look equal), and DCE last to sweep what the others
-left unused.
+(after simplification has made equal things look equal), the transposed copies of matmul operands
+that many output rows share (passes/transpose_operands.py), and DCE last to sweep what the others left
+unused.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from caten_lab.passes.dce import dce_pass
 from caten_lab.passes.fold_views import fold_views_pass
 from caten_lab.passes.manager import PassManager
 from caten_lab.passes.simplify import simplify_pass
+from caten_lab.passes.transpose_operands import transpose_operands_pass
 from caten_lab.passes.typecheck import typecheck_pass
 
 
@@ -26,6 +28,7 @@ def graph_passes(*, fast_math: bool = False, typecheck: bool = True) -> list[Pas
         const_fold_pass(),
         simplify_pass(fast_math=fast_math),
         cse_pass(),
+        transpose_operands_pass(),
         dce_pass(),
     ]
     return passes

@@ -27,6 +27,7 @@ from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE, OPS
+from caten_lab.air.shapes import contiguous_strides, numel
 from caten_lab.air.symbolic import Dim, Expr
 from caten_lab.air.value import Value
 from caten_lab.errors import CompileError
@@ -314,6 +315,16 @@ def _broadcasts(n: Node) -> bool:
                for d, st in zip(n.attrs.shape, n.attrs.strides))
 
 
+def _is_reshape(g: Graph, n: Node) -> bool:
+    """Whether view ``n`` only reshapes its operand (row-major strides, no offset, mask or broadcast, the
+    same element count): reading through it is reading the operand's own flat index, so a kernel loses
+    nothing by reading it in place and a copy would only move memory."""
+    a = n.attrs
+    src = g.producer_of(n.reads[0]) if isinstance(n.reads[0], Value) else None
+    return (src is not None and a.mask is None and a.offset == 0 and tuple(a.strides) == contiguous_strides(a.shape)
+            and numel(tuple(a.shape)) == numel(tuple(src.shape)))
+
+
 def _view_base(g: Graph, n: Node) -> str:
     """The first value below a chain of (unmasked) views starting at view ``n``."""
     v = n.reads[0]
@@ -390,7 +401,7 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
                 forced.add(base)
                 if why is not None:
                     why.setdefault(base, f"the operand of a broadcast read by {len(kernels)} kernels")
-            elif len(kernels) > 1 and heavy[v] or n.op == "reduce" and not _reduce_fusable(plan, next(iter(kernels)), n) or any(len(plan.req[k].get(v, ())) > MAX_COORDS_PER_VALUE for k in kernels):
+            elif len(kernels) > 1 and heavy[v] and not (n.op == "view" and _is_reshape(g, n)) or n.op == "reduce" and not _reduce_fusable(plan, next(iter(kernels)), n) or any(len(plan.req[k].get(v, ())) > MAX_COORDS_PER_VALUE for k in kernels):
                 must = True
                 if log is not None:
                     log.append((n, ROOT, (len(plan.roots),), _refusal(plan, n, kernels, heavy), True))

@@ -84,7 +84,7 @@ def link(tc: Toolchain, inputs: Sequence[Path | str], out: Path, *, shared: bool
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     flags = ["-shared", *(["-fopenmp"] if "-fopenmp" in tc.flags else [])] if shared else []
     t0 = time.perf_counter()
-    r = _run([*tc.cc, *flags, "-o", str(tmp), *map(str, inputs), *extra, "-lm"], out.name)
+    r = _run([*tc.cc, *flags, "-o", str(tmp), *map(str, inputs), *extra, *tc.libs], out.name)
     try:
         if r.returncode != 0:
             raise CompileError(

@@ -133,7 +133,7 @@ def compose_parts(units: Sequence[Unit], parts: int, filename: str) -> list[str]
 
 
 def compile_parts(cc: Sequence[str], flags: Sequence[str], parts: Sequence[str], out_path: str,
-                  timeout: float) -> tuple[int, str]:
+                  timeout: float, libs: Sequence[str] = ("-lm",)) -> tuple[int, str]:
     """Compile ``parts`` concurrently (``-c``) and link them into the shared library ``out_path``.
 
     Returns (exit status, compiler output): the failing parts' output when a part fails, else the
@@ -160,7 +160,7 @@ def compile_parts(cc: Sequence[str], flags: Sequence[str], parts: Sequence[str],
                 failed.append(err or out)
         if failed:
             return 1, "".join(failed)
-        r = subprocess.run([*cc, *flags, "-o", out_path, *objs, "-lm"], capture_output=True, text=True,
+        r = subprocess.run([*cc, *flags, "-o", out_path, *objs, *libs], capture_output=True, text=True,
                            timeout=max(1.0, deadline - time.monotonic()))
         return r.returncode, r.stderr or r.stdout
     finally:

@@ -52,7 +52,7 @@ from caten_lab.runtime.parallel_build import compile_parts, compose_parts, part_
 BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=gnu11", "-fwrapv", "-fno-math-errno"]
 MINIMAL_FLAGS = ["-O2", "-fPIC", "-shared"]  # when a base flag is not supported
 PROBES_FORMAT = "caten_lab.toolchains"
-PROBES_VERSION = 2
+PROBES_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,11 @@ class Toolchain:
     flags: tuple[str, ...]
     openmp: bool
     cpu_id: str
+    libs: tuple[str, ...] = ("-lm",)  # what every link ends with (libmvec first when the probe found it)
 
     @property
     def identity(self) -> str:
-        return f"{' '.join(self.cc)}|{self.version}|{' '.join(self.flags)}|{self.cpu_id}"
+        return f"{' '.join(self.cc)}|{self.version}|{' '.join(self.flags)}|{' '.join(self.libs)}|{self.cpu_id}"
 
 
 def cpu_id() -> str:
@@ -96,12 +97,12 @@ def _missing(cc: str, exc: BaseException) -> CompileError:
     )
 
 
-def _probe(cc: list[str], flags: list[str], code: str) -> bool:
+def _probe(cc: list[str], flags: list[str], code: str, libs: tuple[str, ...] = ()) -> bool:
     with tempfile.TemporaryDirectory(prefix="caten_probe_") as d:
         src = Path(d) / "probe.c"
         src.write_text(code)
         try:
-            r = _run([*cc, *flags, "-o", str(Path(d) / "probe.so"), str(src)], timeout=60)
+            r = _run([*cc, *flags, "-o", str(Path(d) / "probe.so"), str(src), *libs], timeout=60)
         except (OSError, subprocess.SubprocessError):
             return False
         return r.returncode == 0
@@ -109,6 +110,12 @@ def _probe(cc: list[str], flags: list[str], code: str) -> bool:
 
 _OMP_PROBE = "#include <omp.h>\nint caten_probe(void){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<8;i++) s+=i;\nreturn s+omp_get_max_threads();}\n"
 _PLAIN_PROBE = "int caten_probe(int x){return x+1;}\n"
+# glibc's vector math library: a loop calling exp2f vectorizes with its SIMD variants (codegen/c/runtime.h
+# declares them under CL_MVEC); without -ffast-math, math.h does not declare them itself
+_MVEC_PROBE = ("#include <math.h>\n#pragma omp declare simd notinbranch\nfloat exp2f(float);\n"
+               "void caten_probe(float *restrict o, const float *restrict x, int n)"
+               "{for(int i=0;i<n;i++) o[i]=exp2f(x[i]);}\n")
+MVEC_LIBS = ("-lmvec", "-lm")
 
 
 def forget_toolchains() -> None:
@@ -149,6 +156,8 @@ def toolchain(cc: str, cache_dir: Path) -> Toolchain:
         info = {"base": base, "openmp": _probe(cmd, [*base, "-fopenmp"], _OMP_PROBE),
                 "simd": _probe(cmd, [*base, "-fopenmp-simd"], _PLAIN_PROBE),
                 "native": bool(cpu) and _probe(cmd, [*base, "-march=native"], _PLAIN_PROBE)}
+        simd_flag = "-fopenmp" if info["openmp"] else "-fopenmp-simd" if info["simd"] else None
+        info["mvec"] = simd_flag is not None and _probe(cmd, [*base, simd_flag], _MVEC_PROBE, MVEC_LIBS)
         known[pkey] = info
         with contextlib.suppress(OSError):  # not remembered: probed again next time
             atomic_write(probe_file, probes_json(known))
@@ -159,7 +168,10 @@ def toolchain(cc: str, cache_dir: Path) -> Toolchain:
         flags.append("-fopenmp-simd")
     if info["native"]:
         flags.append("-march=native")
-    tc = Toolchain(tuple(cmd), version, tuple(flags), bool(info["openmp"]), cpu if info["native"] else "")
+    if info["mvec"]:
+        flags.append("-DCL_MVEC")
+    tc = Toolchain(tuple(cmd), version, tuple(flags), bool(info["openmp"]), cpu if info["native"] else "",
+                   MVEC_LIBS if info["mvec"] else ("-lm",))
     _TOOLCHAINS[key] = tc
     return tc
 
@@ -175,9 +187,9 @@ def probes_json(entries: dict) -> bytes:
 
 
 def _valid_probe(info: object) -> bool:
-    return (isinstance(info, dict) and set(info) == {"base", "openmp", "simd", "native"}
+    return (isinstance(info, dict) and set(info) == {"base", "openmp", "simd", "native", "mvec"}
             and info["base"] in (BASE_FLAGS, MINIMAL_FLAGS)
-            and all(type(info[k]) is bool for k in ("openmp", "simd", "native")))
+            and all(type(info[k]) is bool for k in ("openmp", "simd", "native", "mvec")))
 
 
 def read_probes(path: Path) -> dict:
@@ -329,9 +341,9 @@ def build_library(source: str, tc: Toolchain, cache_dir: Path, *, force: bool = 
         parts = _parts(source, units, tc, tmp_c)
         try:
             if parts:
-                status, output = compile_parts(tc.cc, tc.flags, parts, tmp_so, timeout=600)
+                status, output = compile_parts(tc.cc, tc.flags, parts, tmp_so, timeout=600, libs=tc.libs)
             else:
-                r = _run([*tc.cc, *tc.flags, "-o", tmp_so, tmp_c, "-lm"], timeout=600)
+                r = _run([*tc.cc, *tc.flags, "-o", tmp_so, tmp_c, *tc.libs], timeout=600)
                 status, output = r.returncode, r.stderr or r.stdout
         except (OSError, subprocess.SubprocessError) as exc:
             raise _missing(" ".join(tc.cc), exc) from None

@@ -34,9 +34,9 @@ def split(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = toolchain.compile_parts
 
-    def spy(cc, flags, parts, out_path, timeout):  # noqa: ANN001, ANN202
+    def spy(cc, flags, parts, out_path, timeout, **kw):  # noqa: ANN001, ANN003, ANN202
         calls.append(len(parts))
-        return real(cc, flags, parts, out_path, timeout)
+        return real(cc, flags, parts, out_path, timeout, **kw)
 
     monkeypatch.setattr(toolchain, "compile_parts", spy)
     return calls

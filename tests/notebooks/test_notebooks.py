@@ -237,5 +237,6 @@ def test_09_training(tmp_path, kernel_env, ipc_kernel):
     assert "matches finite differences: True" in text
     assert "loss went down: True" in text
     assert "checkpoint generates: True" in text
+    assert "exported trainer ran: True" in text and "saved " in text  # the C trainer, from the checkpoint
     assert WIDGET_MIME in ex.mimes()  # the Inspector on the training step
     assert "image/png" in ex.mimes()  # the live loss plot

@@ -14,7 +14,7 @@ def test_readme_example():
     g.mark_output(g.insert("add", [g.insert("neg", [g.insert("neg", [x])]), 0.0]))
 
     pm = graph_pipeline(verify=True)
-    assert pm.names() == ["typecheck", "fold_views", "const_fold", "simplify", "cse", "dce"]
+    assert pm.names() == ["typecheck", "fold_views", "const_fold", "simplify", "cse", "transpose_operands", "dce"]
     pm.remove("cse")
     pm.replace("simplify", simplify_pass(fast_math=True))
 
@@ -34,6 +34,7 @@ def test_readme_example():
         "fold_views",
         "const_fold",
         "simplify",
+        "transpose_operands",
         "dce",
         "count",
     ]
