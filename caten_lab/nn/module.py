@@ -18,6 +18,7 @@ from caten_lab.frontend.errors import StateDictError, fmt_shape
 from caten_lab.frontend.lazy import Buffer, root_buffer
 from caten_lab.frontend.source import user_source
 from caten_lab.frontend.tensor import Tensor
+from caten_lab.runtime.aligned import aligned_copy, aligned_zeros
 
 _init_counter = itertools.count()
 _calls = [0]  # depth of nested Module calls
@@ -32,7 +33,7 @@ def parameter(
         tuple(shape),
         dtype,
         None,
-        init=lambda: init(np.random.default_rng(seed), tuple(shape)),
+        init=lambda: aligned_copy(init(np.random.default_rng(seed), tuple(shape)), dtype.np),
         kind="parameter",
     )
     return Tensor.from_buffer(buf)
@@ -40,7 +41,7 @@ def parameter(
 
 def state(shape: tuple, dtype: DType = DType.float32) -> Tensor:
     """A zero-initialized state buffer (e.g. a KV cache): not in the state_dict, updated in place."""
-    buf = Buffer(tuple(shape), dtype, None, init=lambda: np.zeros(shape, dtype.np), kind="state")
+    buf = Buffer(tuple(shape), dtype, None, init=lambda: aligned_zeros(tuple(shape), dtype.np), kind="state")
     return Tensor.from_buffer(buf)
 
 
@@ -151,7 +152,7 @@ class Module:
                     f"the model expects {fmt_shape(tuple(buf.shape))}",
                     where=where,
                 )
-            buf.array = np.array(arr, dtype=buf.dtype.np, order="C", copy=True)
+            buf.array = aligned_copy(arr, buf.dtype.np)
         self.assign_names()
         return self
 

@@ -28,6 +28,7 @@ from caten_lab.frontend.lazy import Buffer, no_grad
 from caten_lab.frontend.source import user_source
 from caten_lab.frontend.tensor import Tensor
 from caten_lab.nn.module import buffer_of
+from caten_lab.runtime.aligned import aligned_zeros
 
 
 def _groups(params: Iterable[Any], defaults: dict[str, Any], op: str) -> list[dict[str, Any]]:
@@ -75,7 +76,7 @@ class Optimizer:
     def _state(self, buf: Buffer, name: str) -> Tensor:
         slots = self.state.setdefault(id(buf), {})
         if name not in slots:
-            arr = np.zeros(buf.shape, buf.dtype.np)
+            arr = aligned_zeros(tuple(buf.shape), buf.dtype.np)
             slots[name] = Tensor.from_buffer(
                 Buffer(buf.shape, buf.dtype, arr, name=f"{buf.name}.{name}", kind="state")
             )

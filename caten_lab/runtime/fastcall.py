@@ -23,6 +23,7 @@ import numpy as np
 
 from caten_lab.air.symbolic import evaluate
 from caten_lab.errors import CatenError, ShapeError
+from caten_lab.runtime.aligned import aligned_empty
 from caten_lab.runtime.library import FFI
 
 
@@ -66,7 +67,7 @@ def input_array(name: str, a: Any, npdt: np.dtype, shape: tuple | None = None) -
 def output_array(name: str, shape: tuple, npdt: np.dtype) -> np.ndarray:
     """A fresh output array; a size the machine cannot allocate is a CatenError naming the output."""
     try:
-        return np.empty(shape, dtype=npdt)
+        return aligned_empty(shape, npdt)
     except (MemoryError, ValueError) as e:
         raise CatenError(f"output {name!r} of shape {shape} cannot be allocated: {e}",
                          hint="check the symbol values") from None
@@ -142,7 +143,7 @@ class FastCall:
                 cur = self.slots[s]
                 if cur is None or cur.nbytes < need:
                     grown = int(need * 1.25) if cur is not None else need  # amortize growth with pos
-                    cur = np.empty(max(64, grown), dtype=np.uint8)
+                    cur = aligned_empty((max(64, grown),), np.uint8)
                     self.slots[s] = cur
                     for i in self.slot_members[s]:
                         self._bind(i, cur)
@@ -150,7 +151,7 @@ class FastCall:
             key = tuple(sym.get(s, 0) for s in self.sym_names)
             arrs = self.other_cache.get(key)
             if arrs is None:
-                arrs = [np.empty(self._shape(i, sym), dtype=self.infos[i].dtype.np) for i in self.other]
+                arrs = [aligned_empty(self._shape(i, sym), self.infos[i].dtype.np) for i in self.other]
                 self.other_cache[key] = arrs
                 while len(self.other_cache) > 4:
                     self.other_cache.popitem(last=False)
