@@ -515,8 +515,9 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | 
             if g.n_users(dst) > 1 or reads_dst or (external and root.id not in output_stores):
                 copy = f"c{root.id}"
                 buffers[copy] = BufferInfo(copy, buffers[dst_buf].shape, buffers[dst_buf].dtype, "intermediate")
-                kernels.append((pos[root.id] - 0.5, _copy_kernel(g, dst, dst_buf, copy)))
-                dst_buf = copy
+                if not _overwrites_all(root, buffers[dst_buf].shape):  # a whole overwrite (an optimizer's
+                    kernels.append((pos[root.id] - 0.5, _copy_kernel(g, dst, dst_buf, copy)))  # m[:] = ...)
+                dst_buf = copy  # needs a new buffer, not the old values
             value_buffer[root.out] = dst_buf
             if dst_buf in buffers and buffers[dst_buf].kind == "input":
                 buffers[dst_buf].kind = "state"
@@ -543,6 +544,12 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | 
         if b and buffers[b].kind == "intermediate":
             buffers[b].kind = "output"
     return Schedule(ks, buffers, graph_symbols(g), outputs, state_writes, value_buffer)
+
+
+def _overwrites_all(store: Node, shape: tuple) -> bool:
+    """Whether ``store`` writes every element of its destination (of ``shape``) exactly once."""
+    a = store.attrs
+    return (tuple(a.shape) == tuple(shape) and a.offset == 0 and tuple(a.strides) == contiguous_strides(tuple(shape)))
 
 
 def _kernel_reads_buffer(g: Graph, plan: _Plan, kid: int, buf: str, value_buffer: dict[str, str]) -> bool:

@@ -344,3 +344,23 @@ def test_a_view_of_a_view_in_a_reduce_stage_is_realized_once() -> None:
 def _view_over_view(g, n) -> bool:  # noqa: ANN001
     p = g.producer_of(n.reads[0])
     return p is not None and p.op == "view"
+
+
+def test_a_store_over_all_of_a_state_copies_nothing_first() -> None:
+    """``m[:] = m * 0.5 + g`` (an optimizer's moment): the new values go to a new buffer without copying the
+    old ones there first (every element is overwritten); a partial store still starts from a copy. The
+    values are the interpreter's, and the state is updated in place."""
+    for window, want_copy in (((6, 4), False), ((2, 4), True)):
+        g = Graph()
+        m = inp(g, "m", (6, 4))
+        grad = inp(g, "g", (6, 4))
+        src = g.insert("add", [g.insert("mul", [m, 0.5]), grad])
+        part = g.insert("view", [src], shape=window, strides=(4, 1), offset=0)
+        st = g.insert("store", [m, part], shape=window, strides=(4, 1), offset=0)
+        g.mark_output(st)
+        prog = compile(g)
+        assert any(k.kind == "copy" for k in prog.schedule.kernels) == want_copy, window
+        arrays = {"m": np.arange(24, dtype=np.float32).reshape(6, 4), "g": np.ones((6, 4), np.float32)}
+        want = interpret(g, {k: v.copy() for k, v in arrays.items()})[0]
+        prog(arrays)
+        np.testing.assert_array_equal(arrays["m"], want)
