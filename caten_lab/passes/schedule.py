@@ -504,6 +504,7 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | 
             p = g.producer_of(p.reads[0])
 
     kernels: list[tuple[float, Kernel]] = []
+    outputs_set = set(g.outputs)
     kid_order = sorted(range(len(plan.roots)), key=lambda k: pos[plan.roots[k].id])
     for kid in kid_order:
         root = plan.roots[kid]
@@ -512,7 +513,9 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | 
             dst_buf = value_buffer[dst]
             reads_dst = _kernel_reads_buffer(g, plan, kid, dst_buf, value_buffer)
             external = buffers.get(dst_buf) is not None and buffers[dst_buf].kind in ("input", "state")
-            if g.n_users(dst) > 1 or reads_dst or (external and root.id not in output_stores):
+            in_place = (not reads_dst and (not external or root.id in output_stores) and dst not in outputs_set
+                        and _old_value_read_before(g, plan, dst, root, pos))
+            if not in_place and (g.n_users(dst) > 1 or reads_dst or (external and root.id not in output_stores)):
                 copy = f"c{root.id}"
                 buffers[copy] = BufferInfo(copy, buffers[dst_buf].shape, buffers[dst_buf].dtype, "intermediate")
                 if not _overwrites_all(root, buffers[dst_buf].shape):  # a whole overwrite (an optimizer's
@@ -544,6 +547,20 @@ def _build(g: Graph, plan: _Plan, pos: dict[int, int], states: dict[int, str] | 
         if b and buffers[b].kind == "intermediate":
             buffers[b].kind = "output"
     return Schedule(ks, buffers, graph_symbols(g), outputs, state_writes, value_buffer)
+
+
+def _old_value_read_before(g: Graph, plan: _Plan, dst: Value, store: Node, pos: dict[int, int]) -> bool:
+    """Whether every other reader of ``dst``'s old value is computed in a kernel that runs before ``store``'s
+    (kernels run in the order of their roots): the store may then write into ``dst``'s buffer in place, as an
+    optimizer's ``m[:] = new_m`` does once ``new_m`` (which read ``m``) is computed."""
+    here = pos[store.id]
+    for u in g.users_of(dst):
+        if u.id == store.id:
+            continue
+        ks = {plan.realized[u.out]} if u.out in plan.realized else plan.member.get(u.out, set())
+        if not ks or any(pos[plan.roots[k].id] >= here for k in ks):
+            return False
+    return True
 
 
 def _overwrites_all(store: Node, shape: tuple) -> bool:

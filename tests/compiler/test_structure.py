@@ -364,3 +364,31 @@ def test_a_store_over_all_of_a_state_copies_nothing_first() -> None:
         want = interpret(g, {k: v.copy() for k, v in arrays.items()})[0]
         prog(arrays)
         np.testing.assert_array_equal(arrays["m"], want)
+
+
+def test_an_optimizer_moment_is_updated_in_place() -> None:
+    """``m[:] = new_m`` where ``new_m`` read ``m`` in an earlier kernel (and a parameter update reads ``new_m``):
+    the store writes the caller's array itself (no second buffer, no write-back copy); when the old ``m`` is
+    also a result, the store must not overwrite it and writes a new buffer."""
+    for keep_old in (False, True):
+        g = Graph()
+        m, p = inp(g, "m", (8, 16)), inp(g, "p", (8, 16))
+        summed = g.insert("reduce", [inp(g, "g", (8, 16, 3))], op="add", axes=(2,))  # a gradient: a reduction
+        grad = g.insert("view", [summed], shape=(8, 16), strides=(16, 1), offset=0)
+        new_m = g.insert("add", [g.insert("mul", [m, 0.9]), grad])  # read by two kernels: computed once
+        full = {"shape": (8, 16), "strides": (16, 1), "offset": 0}
+        g.mark_output(g.insert("store", [m, new_m], **full))
+        g.mark_output(g.insert("store", [p, g.insert("add", [p, g.insert("neg", [new_m])])], **full))
+        if keep_old:
+            g.mark_output(g.insert("mul", [m, 2.0]))  # the old m, read after the update was recorded
+        prog = compile(g)
+        rng = np.random.default_rng(0)
+        arrays = {k: rng.standard_normal((8, 16)).astype(np.float32) for k in ("m", "p")}
+        arrays["g"] = rng.standard_normal((8, 16, 3)).astype(np.float32)
+        want = interpret(g, {k: v.copy() for k, v in arrays.items()})
+        m_arr = arrays["m"]
+        out = prog(arrays)
+        assert out[0] is m_arr and arrays["m"] is m_arr
+        for got, ref in zip(out, want):  # (a multiply-add may be fused: 1 ulp; an aliasing bug is far more)
+            np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+        assert any(k.outputs == ["m"] for k in prog.schedule.kernels) == (not keep_old), keep_old  # in place
