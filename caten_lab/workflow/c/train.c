@@ -232,7 +232,7 @@ API int @P@_save(@P@_trainer *t, const char *dir) {
   int rc = tt_write(dir, "config.json", ct_t_config, (size_t)ct_t_config_len, t, 0);
   if (rc) return rc;
   /* the safetensors header: the weights in table order, each right after the previous one */
-  size_t cap = 256 + (size_t)ct_t_names_len + (size_t)TT_NWEIGHTS * 96, k = 8;
+  size_t cap = 256 + (size_t)ct_t_names_len + (size_t)TT_NWEIGHTS * 160, k = 8;  /* an entry: its name + at most ~90 */
   char *h = malloc(cap);
   if (!h) { ct_fail(t->msg, "out of memory"); return @U@_ERR_MEMORY; }
   k += (size_t)snprintf(h + k, cap - k, "{\"__metadata__\":{\"format\":\"pt\"}");
