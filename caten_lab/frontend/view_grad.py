@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from caten_lab.air.dtypes import DType
-from caten_lab.air.shapes import contiguous_strides, numel
+from caten_lab.air.shapes import contiguous_strides
 from caten_lab.frontend.lazy import LazyNode
 from caten_lab.frontend.tensor import Tensor
 from caten_lab.frontend.view import View
+from caten_lab.passes.values import is_reshape
 
 
 def view_adjoint(g: Tensor, v: View, shape: tuple, dtype: DType) -> Tensor:
@@ -34,7 +35,7 @@ def view_adjoint(g: Tensor, v: View, shape: tuple, dtype: DType) -> Tensor:
         g = g.sum(spread, keepdim=True)
         for ax in spread:
             vshape[ax] = 1
-    if _is_reshape(vshape, strides, offset, shape):  # merged or split axes: the gradient is reshaped back
+    if is_reshape(vshape, strides, offset, None, shape):  # merged or split axes: the gradient is reshaped back
         return g.reshape(*shape)
     box = _window_box(vshape, strides, offset, shape)
     if box is not None:  # reshape / permute / flip / slice with step 1: a view of g, padded with zeros
@@ -51,15 +52,6 @@ def view_adjoint(g: Tensor, v: View, shape: tuple, dtype: DType) -> Tensor:
     zeros = Tensor.full(shape, 0.0, dtype)
     attrs = {"shape": tuple(vshape), "strides": tuple(strides), "offset": offset}
     return Tensor(LazyNode("store", (zeros.node, g.node), attrs, tuple(shape), dtype, None))
-
-
-def _is_reshape(vshape: list, strides: list, offset: Any, shape: tuple) -> bool:
-    """Whether the window reads all of a contiguous ``shape`` in row-major order under another shape (its axes
-    of length > 1 have the row-major strides of ``vshape``, from offset 0)."""
-    if offset != 0 or numel(tuple(vshape)) != numel(tuple(shape)):
-        return False
-    cs = contiguous_strides(tuple(vshape))
-    return all(s == c for s, c, n in zip(strides, cs, vshape) if n != 1)
 
 
 def _window_box(vshape: list, strides: list, offset: Any, shape: tuple) -> tuple | None:

@@ -15,7 +15,7 @@ from caten_lab.air.rewriter import Match, Pat, Rule
 from caten_lab.air.shapes import contiguous_strides, numel
 from caten_lab.air.symbolic import Expr
 from caten_lab.passes.base import RewritePass
-from caten_lab.passes.values import is_contiguous, is_positive_zero, same_dim
+from caten_lab.passes.values import is_contiguous, is_positive_zero, is_reshape, same_dim
 
 
 def _all_int(*seqs: Any) -> bool:
@@ -57,24 +57,13 @@ def is_identity_view(node: Node, operand_shape: tuple) -> bool:
     )
 
 
-def _is_reshape(inner: Any, x_shape: tuple) -> bool:
-    """``inner`` reads all of its operand's storage in order (a pure reshape)."""
-    return (
-        inner.mask is None
-        and isinstance(inner.offset, int)
-        and inner.offset == 0
-        and is_contiguous(inner.shape, inner.strides)
-        and same_dim(numel(inner.shape), numel(x_shape))
-    )
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
 def compose(inner: Any, outer: Any, x_shape: tuple) -> dict | None:
     """Attributes of one view over ``x`` equal to ``outer`` applied to ``inner`` (a view of x), or None."""
-    if _is_reshape(inner, x_shape):
+    if is_reshape(inner.shape, inner.strides, inner.offset, inner.mask, x_shape):
         return {"shape": outer.shape, "strides": outer.strides, "offset": outer.offset, "mask": outer.mask}
     s1, st1, off1, m1 = inner.shape, inner.strides, inner.offset, inner.mask
     s2, st2, off2, m2 = outer.shape, outer.strides, outer.offset, outer.mask

@@ -27,13 +27,14 @@ from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
 from caten_lab.air.ops import ELEMENTWISE, OPS
-from caten_lab.air.shapes import contiguous_strides, numel
+from caten_lab.air.shapes import contiguous_strides
 from caten_lab.air.symbolic import Dim, Expr
 from caten_lab.air.value import Value
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.fusion import DEAD, INLINE, ROOT, FusionDecision
 from caten_lab.passes.indexing import flat_index, loop_var, loop_vars_of, unravel
+from caten_lab.passes.values import is_reshape
 
 _ELEMENTWISE = frozenset(ELEMENTWISE)
 MAX_COORDS_PER_VALUE = 4  # beyond this many distinct coordinate tuples in one kernel, realize instead
@@ -316,13 +317,11 @@ def _broadcasts(n: Node) -> bool:
 
 
 def _is_reshape(g: Graph, n: Node) -> bool:
-    """Whether view ``n`` only reshapes its operand (row-major strides, no offset, mask or broadcast, the
-    same element count): reading through it is reading the operand's own flat index, so a kernel loses
-    nothing by reading it in place and a copy would only move memory."""
+    """Whether view ``n`` only reshapes its operand: reading through it is reading the operand's own flat
+    index, so a kernel loses nothing by reading it in place and a copy would only move memory."""
     a = n.attrs
     src = g.producer_of(n.reads[0]) if isinstance(n.reads[0], Value) else None
-    return (src is not None and a.mask is None and a.offset == 0 and tuple(a.strides) == contiguous_strides(a.shape)
-            and numel(tuple(a.shape)) == numel(tuple(src.shape)))
+    return src is not None and is_reshape(a.shape, a.strides, a.offset, a.mask, src.shape)
 
 
 def _view_base(g: Graph, n: Node) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node, Read
-from caten_lab.air.shapes import contiguous_strides
+from caten_lab.air.shapes import contiguous_strides, numel
 from caten_lab.air.symbolic import Expr
 from caten_lab.air.value import Value
 
@@ -101,6 +101,13 @@ def is_contiguous(shape: tuple, strides: tuple) -> bool:
         if not same_dim(s, c):
             return False
     return True
+
+
+def is_reshape(shape: tuple, strides: tuple, offset: Any, mask: Any, operand_shape: tuple) -> bool:
+    """A view window that reads all of its (contiguous) operand's storage in order, under another shape: a
+    pure reshape (row-major strides, offset 0, no mask, the same element count)."""
+    return (mask is None and isinstance(offset, int) and offset == 0 and is_contiguous(tuple(shape), tuple(strides))
+            and same_dim(numel(tuple(shape)), numel(tuple(operand_shape))))
 
 
 def topological_nodes(g: Graph) -> list[Node]:

@@ -89,6 +89,11 @@ def c_file(name: str) -> str:
     return (resources.files("caten_lab.workflow") / "c" / name).read_text(encoding="utf-8")
 
 
+def rules_header() -> str:
+    """caten_lab/formats/rules.h: the loader's rules, shared by the Python validator and every export's C."""
+    return (resources.files("caten_lab.formats") / "rules.h").read_text(encoding="utf-8")
+
+
 def fill(text: str, values: dict[str, str]) -> str:
     """A fixed C file with its ``@KEY@`` parameters (the API prefix, the weight format) filled in."""
     for key, value in values.items():
@@ -169,7 +174,7 @@ def export_library(
     tok_c = tokenizer_c(tok, workflow.model_dir)
     includes: dict[str, str | bytes] = {f: fill(c_file(f), values) for f in (*RUNTIME_FILES, *spec.files)}
     includes["tokenizer.c"] = "".join(fill(c_file(f), values) for f in tok_c.files)
-    includes["rules.h"] = (resources.files("caten_lab.formats") / "rules.h").read_text(encoding="utf-8")
+    includes["rules.h"] = rules_header()
     source, keys = getattr(workflow, "source", None), tuple(getattr(workflow, "tokenizer_keys", ()))
     check = None
     if keys:

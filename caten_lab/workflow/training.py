@@ -24,7 +24,6 @@ import ctypes
 import json
 import os
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from caten_lab.air.shapes import numel
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.models.gpt2_weights import TRANSPOSED_WEIGHTS, expected_shapes, hf_config, save_hf_dir
 from caten_lab.nn.optim import AdamW
-from caten_lab.workflow.c_library import Exported, build, c_file, fill
+from caten_lab.workflow.c_library import Exported, build, c_file, fill, rules_header
 from caten_lab.workflow.cgen import render_c
 from caten_lab.workflow.model_tables import ExportError, check_c_call
 from caten_lab.workflow.tokenizers.static_data import incbin_c, pack_static
@@ -42,7 +41,7 @@ from caten_lab.workflow.train_actions import fill_batch
 
 ROLE_CODES = {"weight": 0, "zero": 1, "tokens": 2, "hyper": 3, "slot": 4, "loss": 5, "update": 6}  # TB_* of c/train.c
 SCHEDULE_CODES = {"constant": 0, "linear": 1, "cosine": 2}
-WEIGHT_FIELDS = ("buf", "name", "ndim", "shape0", "shape1", "transpose")  # a tt_weight record of c/train.c
+# a weight's record (tt_weight of c/train.c): buffer, name offset, ndim, file shape[2], transposed
 
 
 def export_training(trainer: Any, directory: str | os.PathLike, *, name: str = "train") -> Exported:
@@ -69,7 +68,7 @@ def export_training(trainer: Any, directory: str | os.PathLike, *, name: str = "
                                                       f"{trainer.model.config.n_embd})"}
     includes: dict[str, str | bytes] = {f: fill(c_file(f), values) for f in (
         "export_head.c", "rules_table.c", "json_reader.c", "st_loader.c", "weight_read.c", "train.c")}
-    includes["rules.h"] = (resources.files("caten_lab.formats") / "rules.h").read_text(encoding="utf-8")
+    includes["rules.h"] = rules_header()
     includes["train_tables.bin"] = blob.data
     includes["train_data.h"] = incbin_c(blob, out / "src" / "train_tables.bin", "ct_t")
     includes["actions.h"] = loader.cdef + "\n"
