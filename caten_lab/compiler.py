@@ -43,7 +43,7 @@ __all__ = ["compile", "run", "Program", "default_pipeline", "clear_cache", "lowe
 
 def default_pipeline() -> Any:
     """Graph passes (typecheck, fold_views, const_fold, simplify, cse, transpose_operands, dce) + schedule, lower, the loop
-    passes (collapse, hoist, simd, parallel, unroll, row_jam, rowblock, lanes, unnest_parallel), memory_plan, render. Returns an editable PassManager."""
+    passes (collapse, hoist, simd, transpose_tiles, parallel, unroll, row_jam, rowblock, lanes, unnest_parallel), memory_plan, render. Returns an editable PassManager."""
     from caten_lab.codegen.passes import codegen_passes
     from caten_lab.passes.manager import PassManager
 

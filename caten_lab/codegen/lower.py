@@ -62,7 +62,7 @@ class LowerOptions:
     ``vector_tile`` (outputs per matmul tile)."""
 
     safety: int = 1
-    vector_tile: int = 64
+    vector_tile: int = 32  # two AVX-512 vectors: with row_jam's 12 rows, 24 of the 32 vector registers
 
 
 class _Block:

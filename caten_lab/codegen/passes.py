@@ -1,5 +1,6 @@
 """The codegen passes of the default pipeline: lower (kernels -> kernel IR), the loop passes over the
-kernel IR (collapse, hoist, simd, parallel, unroll, row_jam, rowblock, lanes, unnest_parallel), render (-> C).
+kernel IR (collapse, hoist, simd, transpose_tiles, parallel, unroll, row_jam, rowblock, lanes, unnest_parallel),
+render (-> C).
 
 Each reads ``ctx.artifacts['kernel_ir']`` (a :class:`~caten_lab.codegen.kir.Program`) and writes the
 new program back; the graph is left untouched. Loop passes are rule tables applied by
@@ -25,6 +26,7 @@ from caten_lab.codegen.parallel import PARALLEL_RULES, UNNEST_RULES, default_par
 from caten_lab.codegen.render import render_program
 from caten_lab.codegen.row_jam import JAM_ROWS, ROW_JAM_RULES
 from caten_lab.codegen.rowblock import RowBlock
+from caten_lab.codegen.transpose_tiles import TRANSPOSE_RULES, TRANSPOSE_TILE
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.memory_plan import PlanMemory
@@ -53,7 +55,7 @@ class LowerKernels:
     name = "lower"
     description = "lower each unique kernel to the kernel IR (views -> index expressions, reduce stages, tiled matmul)"
 
-    def __init__(self, *, vector_tile: int = 64) -> None:
+    def __init__(self, *, vector_tile: int = 32) -> None:
         # the tile is a local array of that many accumulators, and the tile loop's step
         self.options: dict[str, Any] = {"vector_tile": int_option(self.name, "vector_tile", vector_tile, 1, 1024)}
 
@@ -110,6 +112,15 @@ class SimdLoops(KernelRulePass):
     name = "simd"
     description = "mark float sum loops 'simd reduction(+)' and the matmul tile's lane loops 'simd'"
     rules = SIMD_RULES
+
+
+class TileTransposes(KernelRulePass):
+    name = "transpose_tiles"
+    description = "transposing copies walk square tiles (each cache line of the source read while in cache)"
+    rules = TRANSPOSE_RULES
+
+    def __init__(self, *, tile: int = TRANSPOSE_TILE) -> None:
+        super().__init__(tile=int_option(self.name, "tile", tile, 2, 256))
 
 
 class ParallelLoops(KernelRulePass):
@@ -172,7 +183,8 @@ class RenderC:
 
 
 def codegen_passes() -> list:
-    return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), ParallelLoops(), UnrollLoops(),
+    return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), TileTransposes(),
+            ParallelLoops(), UnrollLoops(),
             JamRows(), RowBlock(), Lanes(), UnnestParallel(), PlanMemory(), RenderC()]
 
 

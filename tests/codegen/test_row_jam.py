@@ -9,6 +9,7 @@ import pytest
 from caten_lab.air import Sym
 from caten_lab.codegen.kir import Alu, Decl, For, If
 from caten_lab.codegen.kir_walk import walk
+from caten_lab.codegen.row_jam import JAM_ROWS
 from caten_lab.compiler import compile, default_pipeline
 from caten_lab.frontend import Tensor
 from caten_lab.frontend.build import trace
@@ -26,7 +27,7 @@ def _jammed(prog) -> list[For]:  # noqa: ANN001
     return [s for f in prog.kernel_ir.functions for s in walk(f.body) if isinstance(s, For) and s.role == "jammed"]
 
 
-@pytest.mark.parametrize("rows", [1, 3, 4, 37, "sym", "sym1"])
+@pytest.mark.parametrize("rows", [1, 3, JAM_ROWS, 37, "sym", "sym1"])
 def test_jammed_matmul_is_bitwise_the_unjammed_one(rows) -> None:  # noqa: ANN001
     size = 37 if rows == "sym" else 1 if rows == "sym1" else rows
     symbolic = rows in ("sym", "sym1")
@@ -45,12 +46,13 @@ def test_jammed_matmul_is_bitwise_the_unjammed_one(rows) -> None:  # noqa: ANN00
     if rows in (1, 3):
         assert not loops  # fewer rows than a jam: the plain nest
         return
-    assert len(loops) == 1 and loops[0].step.value == 4
+    assert len(loops) == 1 and loops[0].step.value == JAM_ROWS
     accs = [s for s in walk(loops[0].body) if isinstance(s, Decl) and s.size is not None]
-    assert len(accs) == 4  # one accumulator tile per jammed row
-    heads = [s for s in loops[0].body if isinstance(s, Decl) and s.size is None][:4]
+    assert len(accs) == JAM_ROWS  # one accumulator tile per jammed row
+    heads = [s for s in loops[0].body if isinstance(s, Decl) and s.size is None][:JAM_ROWS]
     clamped = [isinstance(h.init, Alu) and h.init.op == "min" for h in heads]
-    assert clamped == ([False] * 4 if rows == 4 else [True] * 4)  # rows past the end clamped unless 4 | rows
+    # rows past the end clamped unless JAM_ROWS | rows
+    assert clamped == ([False] * JAM_ROWS if rows == JAM_ROWS else [True] * JAM_ROWS)
     if symbolic:  # fewer rows than a jam (a decode step) run the original nest: chosen around the whole nest
         fn = next(f for f in jam.kernel_ir.functions if _jammed_in(f.body))
         top = [s for s in fn.body if isinstance(s, If)]
@@ -63,7 +65,8 @@ def _jammed_in(body) -> bool:  # noqa: ANN001
 
 def test_dot_product_matmuls_are_left_to_rowblock() -> None:
     rng = np.random.default_rng(0)
-    x = Tensor.from_numpy(rng.standard_normal((64, 96), dtype=np.float32), name="x")
+    # 48 rows: fewer than passes/transpose_operands needs to give w a transposed copy (MIN_ROWS)
+    x = Tensor.from_numpy(rng.standard_normal((48, 96), dtype=np.float32), name="x")
     w = Tensor.from_numpy(rng.standard_normal((80, 96), dtype=np.float32), name="w")
     t = trace([x @ w.T])  # reduction contiguous in both operands: the dot-product form
     assert not _jammed(compile(t.graph))
