@@ -150,7 +150,7 @@ class _Blocks:
 
     # ---- one method per type: the arithmetic of gguf_quant.dequantize, as AIR ----------------------
     # Only and/mul/add/where/cast: no integer division nor transcendental, so the scheduler recomputes
-    # the decoding where the weight is read instead of realizing a float copy (schedule.py, _EXPENSIVE).
+    # the decoding where the weight is read instead of realizing a float copy (passes/recompute.py, expensive_values).
     def _f32(self) -> Value:
         return self.field("f32", 0)
 

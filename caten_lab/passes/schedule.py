@@ -34,6 +34,14 @@ from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.fusion import DEAD, INLINE, ROOT, FusionDecision
 from caten_lab.passes.indexing import flat_index, loop_var, loop_vars_of, unravel
+from caten_lab.passes.recompute import (
+    broadcasts,
+    costly_to_recompute,
+    expensive_values,
+    heavy_values,
+    loaded_values,
+    recomputes_in_stage,
+)
 from caten_lab.passes.values import is_reshape
 
 _ELEMENTWISE = frozenset(ELEMENTWISE)
@@ -255,67 +263,6 @@ class _Plan:
         self.req[kid].setdefault(value, set()).add(coords)
 
 
-def _heavy(order: list[Node], forced: set[str]) -> dict[str, bool]:
-    heavy: dict[str, bool] = {}
-    for n in order:
-        if n.op == "reduce":
-            heavy[n.out] = True
-        elif n.op in _ELEMENTWISE or n.op == "view":
-            heavy[n.out] = any(heavy.get(r, False) and r not in forced for r in n.reads if isinstance(r, Value))
-        else:
-            heavy[n.out] = False
-    return heavy
-
-
-_EXPENSIVE = frozenset({"exp2", "log2", "sin", "sqrt", "recip", "idiv", "mod"})
-RECOMPUTE_LIMIT = 64  # a broadcast that would recompute transcendental work more often than this realizes
-
-
-def _expensive_values(order: list[Node]) -> dict[str, bool]:
-    """Values whose own per-element work includes a transcendental or integer division (an unmasked
-    view counts: a view over it must divide its flat index back into the view's coordinates)."""
-    expensive: dict[str, bool] = {}
-    views: dict[str, bool] = {}
-    for n in order:
-        if n.op in _ELEMENTWISE:
-            expensive[n.out] = n.op in _EXPENSIVE or any(
-                expensive.get(r, False) and not views.get(r, False) for r in n.reads if isinstance(r, Value))
-        elif n.op == "view":  # read through another view, a view divides its flat index per element
-            expensive[n.out] = views[n.out] = True  # (only there: an elementwise op over views does not inherit it)
-    return expensive
-
-
-def _recomputes_in_stage(plan: _Plan, kid: int, n: Node) -> bool:
-    """Whether view ``n`` (in kernel ``kid``) broadcasts its operand along a main loop axis while
-    inside a reduce stage: the operand would be recomputed once per output column (matmul A operand)."""
-    a = n.attrs
-    bcast = [k for k, (d, st) in enumerate(zip(a.shape, a.strides))
-             if isinstance(st, int) and st == 0 and not (isinstance(d, int) and d == 1)]
-    if not bcast:
-        return False
-    reps: Dim = 1
-    for k in bcast:
-        reps = reps * a.shape[k]
-    if isinstance(reps, int) and reps <= RECOMPUTE_LIMIT:
-        return False
-    loops = set(plan.loops[kid])
-    for c in plan.req[kid].get(n.out, ()):
-        used: set[str] = set()
-        for d in c:
-            used |= loop_vars_of(d)
-        if not (used - loops):
-            continue  # not inside a stage
-        if any(loop_vars_of(c[k]) & loops for k in bcast):
-            return True
-    return False
-
-
-def _broadcasts(n: Node) -> bool:
-    """Whether view ``n`` repeats elements (a stride-0 axis longer than 1)."""
-    return any(isinstance(st, int) and st == 0 and not (isinstance(d, int) and d == 1)
-               for d, st in zip(n.attrs.shape, n.attrs.strides))
-
-
 def _is_reshape(g: Graph, n: Node) -> bool:
     """Whether view ``n`` only reshapes its operand: reading through it is reading the operand's own flat
     index, so a kernel loses nothing by reading it in place and a copy would only move memory."""
@@ -373,8 +320,9 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
             forced.add(n.reads[0])
             if why is not None:
                 why.setdefault(n.reads[0], "the operand of a masked (padded) view")
-    heavy = _heavy(order, forced)
-    expensive = _expensive_values(order)
+    heavy = heavy_values(order, forced)
+    expensive = expensive_values(order)
+    loads = loaded_values(order, forced)
     plan = _Plan(g)
     log: list[tuple[Node, str, tuple[int, ...], str, bool]] | None = None if decisions is None else []
     for n in reversed(order):
@@ -393,7 +341,7 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
                 if log is not None:
                     log.append((n, DEAD, (), "no kernel reads it", False))
                 continue  # dead: nothing reads it
-            if len(kernels) > 1 and heavy[v] and n.op == "view" and (_broadcasts(n) or _view_base(g, n) in forced):
+            if len(kernels) > 1 and heavy[v] and n.op == "view" and (broadcasts(n) or _view_base(g, n) in forced):
                 # realizing a broadcast would copy its operand once per repeat (a training graph reads the
                 # matmul operand x in the forward and in the weight gradient): realize the operand instead
                 base = _view_base(g, n)
@@ -410,12 +358,12 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
             plan.new_kernel(n)
             continue
         plan.member[v] = kernels
-        if n.op == "view" and expensive.get(n.reads[0], False) and any(
-                _recomputes_in_stage(plan, kid, n) for kid in kernels):
+        if n.op == "view" and costly_to_recompute(g, n, expensive, loads) and any(
+                recomputes_in_stage(plan.loops[kid], plan.req[kid], n) for kid in kernels):
             forced.add(n.reads[0])
             if why is not None:
-                why.setdefault(n.reads[0], "an expensive value a reduce stage would recompute per output "
-                               "column (broadcast operand)")
+                why.setdefault(n.reads[0], "an expensive or multi-load value a reduce stage would recompute "
+                               "per output column (broadcast operand)")
         if log is not None:
             log.append((n, INLINE, tuple(sorted(kernels)), "fused into the kernel(s) that read it",
                         False))

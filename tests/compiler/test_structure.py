@@ -64,11 +64,12 @@ def test_mlp_is_two_kernels() -> None:
 
 
 def test_attention_block_kernel_count() -> None:
-    """Scores (q k^T) in one kernel; mask + softmax + (p v) fused in the second."""
+    """Scores (q k^T) in one kernel; mask + softmax in the second; (p v) in the third: fused into p v,
+    each probability's exp would be recomputed once per output column (16 here: passes/recompute.py)."""
     g = Graph()
     g.mark_output(attention(g, inp(g, "q", (2, 7, 16)), inp(g, "k", (2, 7, 16)), inp(g, "v", (2, 7, 16))))
     prog = compiled_equal(g, rand_inputs(g))
-    assert len(prog.schedule.kernels) == 2
+    assert [k.name.split("_", 1)[1] for k in prog.schedule.kernels] == ["mul_matmul", "lt_mul_where_max", "mul_matmul"]
 
 
 def _block(g: Graph, x: str, i: int, d: int) -> str:
@@ -339,6 +340,26 @@ def test_a_view_of_a_view_in_a_reduce_stage_is_realized_once() -> None:
     matmul = [k for k in prog.schedule.kernels if any(n.op == "reduce" for n in k.graph)]
     assert matmul and all(not any(n.op == "view" and _view_over_view(k.graph, n) for n in k.graph)
                           for k in matmul)
+
+
+def test_a_sum_of_tensors_read_by_a_vector_tile_matmul_is_realized_once() -> None:
+    """``(a + b + c) @ w`` with ``w`` stored [K, N] (a weight gradient's, a backward's form): codegen tiles
+    the output columns and every tile would reload and re-add a, b and c: the sum is realized once. In the
+    dot-product form (``w`` stored [N, K]) the ``hoist`` pass computes it once per row: no copy there."""
+    from caten_lab.frontend import Tensor
+    from caten_lab.frontend.build import trace
+
+    rng = np.random.default_rng(2)
+    # 48 rows: fewer than passes/transpose_operands wants for a transposed copy of wt
+    a, b, c = (Tensor.from_numpy(rng.standard_normal((48, 32), dtype=np.float32), name=n) for n in "abc")
+    w = Tensor.from_numpy(rng.standard_normal((32, 128), dtype=np.float32), name="w")
+    wt = Tensor.from_numpy(rng.standard_normal((128, 32), dtype=np.float32), name="wt")
+    for out, realized in (((a + b + c) @ w, True), ((a + b + c) @ wt.T, False)):
+        t = trace([out])
+        prog = compiled_equal(t.graph, t.arrays)
+        (matmul,) = [k for k in prog.schedule.kernels if any(n.op == "reduce" for n in k.graph)]
+        assert ({"a", "b", "c"} & set(matmul.inputs) == set()) == realized, matmul.inputs
+        assert len(prog.schedule.kernels) == (2 if realized else 1)
 
 
 def _view_over_view(g, n) -> bool:  # noqa: ANN001
