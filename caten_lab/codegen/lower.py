@@ -47,9 +47,11 @@ from caten_lab.codegen.kir import (
 )
 from caten_lab.codegen.kir import Expr as KExpr
 from caten_lab.codegen.lower_reduce import ReduceLowering
+from caten_lab.codegen.lower_scatter import ScatterLowering
 from caten_lab.codegen.symbolic_kir import Names, dim_to_kir
 from caten_lab.errors import CompileError
 from caten_lab.passes.indexing import flat_index, fold_divmod, loop_var, loop_vars_of, unravel
+from caten_lab.passes.scatter_form import scatter_axis
 from caten_lab.passes.schedule import Kernel
 
 I64 = DType.int64
@@ -87,7 +89,7 @@ class _Loop:
                                      role=self.role, origin=self.origin))
 
 
-class KernelLowerer(ReduceLowering):
+class KernelLowerer(ReduceLowering, ScatterLowering):
     """Lower one kernel (its fused AIR subgraph) to a kernel-IR function."""
 
     def __init__(self, kernel: Kernel, name: str, symbols: list[str], options: LowerOptions, *,
@@ -299,6 +301,10 @@ class KernelLowerer(ReduceLowering):
         kg = self.kg
         root = kg.producer_of(kg.outputs[0])
         is_store = self.k.kind == "store"
+        if not is_store and root.op == "reduce" and not self.empty:
+            axis = scatter_axis(kg, root)  # an embedding's gradient: a scatter-add (codegen/lower_scatter.py)
+            if axis is not None:
+                return self.lower_scatter(root, axis)
         shape = root.attrs.shape if is_store else root.shape
         opened: list[_Loop] = []
         parent = self.root_block

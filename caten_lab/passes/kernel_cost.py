@@ -11,7 +11,9 @@ Counted on the kernel's fused AIR graph (``Kernel.graph``), with the run's symbo
   axes, stride 0, count once), and the result is written once (for a ``store`` into a state, the
   stored region). This is the compulsory traffic: caches can only make the real traffic larger.
 - an embedding written as a one-hot reduction, ``sum_r where(idx != r, 0, x[r])``, is lowered to the
-  gather ``x[idx]`` (codegen/lower_reduce.py): it counts no flops and reads one row per result.
+  gather ``x[idx]`` (codegen/lower_reduce.py): it counts no flops and reads one row per result;
+- its gradient, a one-hot scatter-add (passes/scatter_form.py, lowered by codegen/lower_scatter.py),
+  counts one add per element it scatters (the reduce's input over the rows it selects from).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from caten_lab.air.symbolic import evaluate
 from caten_lab.air.value import Value
+from caten_lab.passes.scatter_form import scatter_axis
 
 FLOP_OPS = frozenset({"add", "mul", "idiv", "mod", "max", "neg", "recip", "exp2", "log2", "sin", "sqrt"})
 
@@ -80,12 +83,16 @@ def kernel_cost(kernel: Any, buffers: Mapping[str, Any], sym: Mapping[str, int])
     written = 0
     outputs = set(kernel.outputs)
     gathered: dict[int, int] = {}  # allocate node id -> elements a one-hot gather reads of it
+    scatters = {n.id: axis for n in g if n.op == "reduce" and (axis := scatter_axis(g, n)) is not None}
     for n in g:
-        if n.op == "reduce" and (table := _onehot_table(g, n)) is not None:
+        if n.op == "reduce" and n.id not in scatters and (table := _onehot_table(g, n)) is not None:
             gathered[table.id] = gathered.get(table.id, 0) + _numel(n.shape, sym)
     for n in g:
         if n.op in FLOP_OPS:
             flops += _numel(n.shape, sym)
+        elif n.id in scatters:
+            src = g.producer_of(n.reads[0])
+            flops += _numel(src.shape, sym) // max(1, _dim(src.shape[scatters[n.id]], sym))
         elif n.op == "reduce" and _onehot_table(g, n) is None:
             src = g.producer_of(n.reads[0]) if n.reads else None
             flops += _numel(src.shape if src is not None else n.shape, sym)

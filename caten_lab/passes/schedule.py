@@ -42,6 +42,7 @@ from caten_lab.passes.recompute import (
     loaded_values,
     recomputes_in_stage,
 )
+from caten_lab.passes.scatter_form import scatter_axis
 from caten_lab.passes.values import is_reshape
 
 _ELEMENTWISE = frozenset(ELEMENTWISE)
@@ -320,6 +321,10 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
             forced.add(n.reads[0])
             if why is not None:
                 why.setdefault(n.reads[0], "the operand of a masked (padded) view")
+        elif n.op == "reduce" and scatter_axis(g, n) is not None:
+            forced.add(n.out)  # its own kernel: lowered as a scatter-add (codegen/lower_scatter.py)
+            if why is not None:
+                why.setdefault(n.out, "a one-hot scatter-add (an embedding's gradient): its own kernel")
     heavy = heavy_values(order, forced)
     expensive = expensive_values(order)
     loads = loaded_values(order, forced)

@@ -16,6 +16,7 @@ from caten_lab.codegen.kir import Alu, For
 from caten_lab.codegen.kir_walk import exprs_of, loads_of, walk
 from caten_lab.compiler import compile
 from caten_lab.config import config
+from caten_lab.passes.kernel_cost import kernel_cost
 from caten_lab.passes.schedule import schedule_graph
 
 
@@ -302,6 +303,42 @@ def test_one_hot_reduction_becomes_a_gather() -> None:
     inputs = {"tok": np.array([3, 0, 49, -1, 50, 7], np.int64),
               "table": np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)}
     np.testing.assert_array_equal(prog(inputs)[0], interpret(g, inputs, {"n": 6})[0])
+
+
+@pytest.mark.parametrize("lookup", ["embedding", "getitem"])
+def test_an_embedding_gradient_is_a_scatter_add(lookup) -> None:  # noqa: ANN001
+    """``gw[v] = sum_t where(ids[t] == v, g[t], 0)`` (the backward of a row lookup): one kernel that adds each
+    token's row into row ``ids[t]`` (a ``scatter`` loop over tokens, no loop over the vocabulary per row),
+    bitwise what adding the rows in token order gives (np.add.at); an id outside the table still raises."""
+    from caten_lab.errors import RuntimeCheckError
+    from caten_lab.frontend import Tensor, grad
+    from caten_lab.frontend.build import trace
+    from caten_lab.nn import functional as F
+
+    rng = np.random.default_rng(3)
+    v, c = 50, 24
+    ids = rng.integers(0, v, (3, 7))
+    ids[0, :4] = 5  # one row hit four times
+    if lookup == "getitem":
+        ids[1, 0] = -1  # counts from the end, as in NumPy
+    w = Tensor.from_numpy(rng.standard_normal((v, c), dtype=np.float32), name="w", requires_grad=True)
+    t_ids = Tensor.from_numpy(ids, name="ids")
+    gy = Tensor.from_numpy(rng.standard_normal((3, 7, c), dtype=np.float32), name="gy")
+    rows = F.embedding(t_ids, w) if lookup == "embedding" else w[t_ids]
+    (gw,) = grad((rows * gy).sum(), [w])
+    t = trace([gw])
+    prog = compiled_equal(t.graph, t.arrays)
+    want = np.zeros((v, c), np.float32)
+    np.add.at(want, ids.reshape(-1) % v, t.arrays["gy"].reshape(-1, c))
+    np.testing.assert_array_equal(prog(t.arrays)[0], want)
+    loops = [s for f in prog.kernel_ir.functions for s in walk(f.body) if isinstance(s, For)]
+    assert [s.role for s in loops].count("scatter") == 2 and not [s for s in loops if s.role == "stage"]
+    (scatter,) = [k for k in prog.schedule.kernels if any(n.op == "reduce" for n in k.graph)]
+    flops = kernel_cost(scatter, prog.schedule.buffers, {})[1]  # one add per scattered element (the dense
+    assert ids.size * c <= flops <= ids.size * (c + 1)  # form: v times as many), + the id arithmetic of w[ids]
+    bad = dict(t.arrays, ids=np.where(ids == 5, v + 3, ids))
+    with pytest.raises(RuntimeCheckError):
+        prog(bad)
 
 
 def _largest_buffer(prog) -> int:  # noqa: ANN001
