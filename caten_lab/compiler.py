@@ -33,7 +33,7 @@ from caten_lab.errors import CatenError, RuntimeCheckError, ShapeError, SymbolEr
 from caten_lab.passes.base import PassContext
 from caten_lab.passes.memory_plan import MemoryPlan
 from caten_lab.passes.schedule import Schedule, graph_symbols
-from caten_lab.runtime.fastcall import input_array, output_array
+from caten_lab.runtime.fastcall import FastCall, collect_outputs
 from caten_lab.type_words import a_type
 
 _SHAPE = operator.attrgetter("shape")
@@ -148,8 +148,6 @@ class Program:
     timings: dict[str, float] = field(default_factory=dict)
     _lib: Any = None
     _checks: dict[int, tuple[str, list[int], list[int]]] = field(default_factory=dict)
-    _workspace: OrderedDict = field(default_factory=OrderedDict)
-    _buffer_plan: list | None = None
     _lock: Any = field(default_factory=threading.Lock)  # one run at a time: calls share the workspace
 
     def __post_init__(self) -> None:
@@ -283,88 +281,19 @@ class Program:
         sym = dict(symbols or {})
         return [kernel_cost(k, self.schedule.buffers, sym) for k in self.schedule.kernels]
 
-    def _run_fast(self, inputs: dict[str, Any], sym: dict[str, int]) -> list[np.ndarray]:
-        from caten_lab.runtime.fastcall import FastCall, collect_outputs
-
+    def _run_c(self, inputs: dict[str, Any], sym: dict[str, int], prof: np.ndarray | None = None) -> list[np.ndarray]:
+        """One call of the library through the hot path (runtime/fastcall.py: cached pointers, grow-only
+        aligned workspace); with ``prof``, every kernel call's time is added to its slot."""
+        assert self.schedule is not None and self._lib is not None
         fast = self.__dict__.get("_fast")
         if fast is None:
             fast = self.__dict__["_fast"] = FastCall(self)
         with fast.lock:
             self._lib.set_threads(config().threads)
-            err, outs = fast.run(inputs, sym, self._state_array)
+            err, outs = fast.run(inputs, sym, self._state_array, prof)
             if err[0]:
                 raise self._violation(err.copy())
             return collect_outputs(self, fast, inputs, outs)
-
-    def _run_c(self, inputs: dict[str, Any], sym: dict[str, int], prof: np.ndarray | None = None) -> list[np.ndarray]:
-        sched = self.schedule
-        assert sched is not None and self._lib is not None
-        if prof is None:  # the hot path: cached cffi pointers (runtime/fastcall.py)
-            return self._run_fast(inputs, sym)
-        if self._buffer_plan is None:
-            states = set(self.state_writes.values())
-            self._buffer_plan = [
-                (name, "state" if name in states else info.kind, info.dtype.np, info.shape)
-                for name, info in sched.buffers.items()
-            ]
-        arrays: dict[str, np.ndarray] = {}
-        inter = self._intermediates(sym)
-        for name, kind, npdt, shape in self._buffer_plan:
-            if kind == "input":
-                arrays[name] = input_array(name, inputs[name], npdt, tuple(evaluate(d, sym) for d in shape))
-            elif kind == "state":
-                arrays[name] = self._state_array(name, inputs)
-            elif kind == "output":
-                arrays[name] = output_array(name, tuple(evaluate(d, sym) for d in shape), npdt)
-            elif name in inter:
-                arrays[name] = inter[name]
-            else:  # an intermediate without a plan (planning disabled)
-                arrays[name] = np.empty(tuple(evaluate(d, sym) for d in shape), dtype=npdt)
-        order = [b[0] for b in self._buffer_plan]
-        self._lib.set_threads(config().threads)
-        err = self._lib.run([arrays[b] for b in order], [sym[s] for s in sched.symbols], prof)
-        if err[0]:
-            raise self._violation(err)
-        outs: list[Any] = []
-        for i, b in enumerate(sched.outputs):  # state write-backs last: an output that is an input
-            if i in self.state_writes:  # is copied before they can change that input
-                outs.append(None)
-            elif sched.buffers[b].kind == "input":
-                outs.append(np.array(arrays[b], copy=True))
-            else:
-                outs.append(arrays[b])
-        last = {name: i for i, name in self.state_writes.items()}
-        for i, name in self.state_writes.items():
-            st = inputs[name]
-            b = sched.outputs[i]
-            if last[name] != i:  # a later output updates the same input: this one keeps its own copy
-                outs[i] = np.array(arrays[b], copy=True)
-                continue
-            if arrays[b] is not st:
-                st[...] = arrays[b]
-            outs[i] = st
-        return outs
-
-    def _intermediates(self, sym: dict[str, int]) -> dict[str, np.ndarray]:
-        """Intermediate buffers: one growing byte array per memory-plan slot (the C code only needs the
-        address), so a decode loop whose sizes change every step does not reallocate every step."""
-        plan = self.memory_plan
-        if plan is None or self.schedule is None:
-            return {}
-        key = tuple(sym.get(s, 0) for s in self.schedule.symbols)
-        if self._workspace.get("key") == key:
-            return self._workspace["buffers"]
-        slots: list[np.ndarray] = self._workspace.setdefault("slots", [])
-        for i, need in enumerate(plan.slot_bytes(sym)):
-            need = max(need, 8)
-            if i >= len(slots):
-                slots.append(np.empty(need, dtype=np.uint8))
-            elif slots[i].size < need:
-                slots[i] = np.empty(max(need, slots[i].size * 3 // 2), dtype=np.uint8)
-        ws = {b: slots[s] for b, s in plan.slot_of.items()}
-        self._workspace["key"] = key
-        self._workspace["buffers"] = ws
-        return ws
 
     def _violation(self, err: np.ndarray) -> RuntimeCheckError:
         tag, index, size, call = (int(x) for x in err[1:5])

@@ -119,8 +119,11 @@ class FastCall:
         return tuple(evaluate(d, sym) for d in self.infos[i].shape)
 
     def run(self, inputs: Mapping[str, Any], sym: Mapping[str, int],
-            state_array: Callable[[str, Mapping[str, Any]], np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Bind and call; returns the error record and the output arrays by buffer name."""
+            state_array: Callable[[str, Mapping[str, Any]], np.ndarray],
+            profile: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Bind and call; returns the error record and the output arrays by buffer name. With ``profile``
+        (float64, one slot per kernel call) ``caten_run_profile`` adds each call's wall time to its slot:
+        the same buffers as a plain call, so the times are those of a plain call's kernels."""
         for i, name, is_state in self.inputs:
             a = inputs[name]
             if a is self.bound[i]:
@@ -161,7 +164,10 @@ class FastCall:
         for k, s in enumerate(self.sym_names):
             self.sym[k] = sym[s]
         self.err[:] = 0
-        self.lib.caten_run(self.ptrs, self.sym_p, self.err_p)
+        if profile is None:
+            self.lib.caten_run(self.ptrs, self.sym_p, self.err_p)
+        else:
+            self.lib.caten_run_profile(self.ptrs, self.sym_p, self.err_p, FFI.cast("double *", FFI.from_buffer(profile)))
         return self.err, outs
 
 
