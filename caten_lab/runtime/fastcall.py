@@ -24,7 +24,7 @@ import numpy as np
 from caten_lab.air.symbolic import evaluate
 from caten_lab.errors import CatenError, ShapeError
 from caten_lab.runtime.aligned import aligned_empty
-from caten_lab.runtime.library import FFI
+from caten_lab.runtime.library import FFI, profile_pointer
 
 
 def input_array(name: str, a: Any, npdt: np.dtype, shape: tuple | None = None) -> np.ndarray:
@@ -167,7 +167,7 @@ class FastCall:
         if profile is None:
             self.lib.caten_run(self.ptrs, self.sym_p, self.err_p)
         else:
-            self.lib.caten_run_profile(self.ptrs, self.sym_p, self.err_p, FFI.cast("double *", FFI.from_buffer(profile)))
+            self.lib.caten_run_profile(self.ptrs, self.sym_p, self.err_p, profile_pointer(profile))
         return self.err, outs
 
 
