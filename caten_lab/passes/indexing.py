@@ -206,11 +206,62 @@ def unravel(flat: Dim, shape: tuple, bounds: Mapping[str, Dim]) -> tuple:
     return out
 
 
+def linear_form_atoms(d: Dim) -> tuple[dict, Dim] | None:
+    """Like :func:`linear_form`, but a floor division or remainder of loop variables (what unravelling a
+    reshape leaves, ``l // 3``, ``l % 3``) may stand where a loop variable does: the keys are loop
+    variable names or those ``("//" | "%", x, e)`` atoms."""
+    if isinstance(d, int):
+        return {}, d
+    coefs: dict = {}
+    const: dict = {}
+    for m, c in d.terms:
+        loops = [a for a in m if _atom_has_loop(a)]
+        if not loops:
+            const[m] = const.get(m, 0) + c
+            continue
+        v = loops[0]
+        if len(loops) != 1 or not isinstance(v, str) and v[0] not in ("//", "%"):
+            return None
+        rest = list(m)
+        rest.remove(v)
+        coefs[v] = coefs.get(v, 0) + Expr.make({tuple(rest): c})
+    return coefs, Expr.make(const)
+
+
+def _extents(coefs: Mapping, bounds: Mapping[str, Dim]) -> dict | None:
+    """The extent of every key of an :func:`linear_form_atoms` form (values lie in [0, extent)), or None."""
+    out: dict = {}
+    for v in coefs:
+        e = bounds.get(v) if isinstance(v, str) else _atom_extent(v, bounds)
+        if e is None:
+            return None
+        out[v] = e
+    return out
+
+
+def _atom_extent(a: tuple, bounds: Mapping[str, Dim]) -> Dim | None:
+    """``x // e`` or ``x % e`` lies in [0, extent) when x is provably >= 0 and e >= 1: the extent."""
+    op, x, e = a
+    if not nonneg(e - 1):
+        return None
+    lin = linear_form_atoms(x)
+    ext = None if lin is None else _extents(lin[0], bounds)
+    rng = None if ext is None or lin is None else _range(lin[0], lin[1], ext)
+    if rng is None or not nonneg(rng[0]):
+        return None
+    return e if op == "%" else floordiv(rng[1], e) + 1
+
+
 def _unravel(flat: Dim, shape: tuple, bounds: Mapping[str, Dim]) -> tuple:
     if any(isinstance(d, int) and d == 0 for d in shape):
         return tuple(0 for _ in shape)  # an empty array: no element is ever read
     strides = contiguous_strides(shape)
-    lin = linear_form(flat)
+    lin = linear_form_atoms(flat)
+    ext = None if lin is None else _extents(lin[0], bounds)
+    if ext is None:
+        lin = None
+    else:
+        bounds = {**bounds, **ext}
     out: list[Dim] = []
     for size, c_m in zip(shape, strides):
         if isinstance(size, int) and size == 1:
@@ -218,6 +269,33 @@ def _unravel(flat: Dim, shape: tuple, bounds: Mapping[str, Dim]) -> tuple:
             continue
         out.append(_axis_coord(flat, lin, size, c_m, bounds))
     return tuple(out)
+
+
+def _positive(d: Dim) -> bool:
+    """Provably >= 1 for every size >= 1 (a nonzero polynomial with nonnegative coefficients)."""
+    return nonneg(d) and not (isinstance(d, int) and d == 0)
+
+
+def _key_term(v: object) -> Expr:
+    """A key of an :func:`linear_form_atoms` form as an expression (a loop variable or a div/mod atom)."""
+    return Expr({(v,): 1})
+
+
+def _one_term_quotient(coefs: Mapping, const: Dim, c_m: Dim, size: Dim, bounds: Mapping) -> Dim | None:
+    """``flat // c_m`` as ``v // k`` when ``flat = a*v + rest`` with ``c_m = k*a`` and ``0 <= rest < a``
+    (then ``(a*v + rest) // (k*a) == v // k``): the head index of a reshape of ``(h, t, d)`` read at
+    ``64*t + 64*seq*h + d``, over ``192*seq``, is ``h // 3`` (both ``flat`` and ``c_m`` symbolic)."""
+    for v, a in coefs.items():
+        k = exact_div(c_m, a)
+        if k is None or not _positive(a) or not _positive(k):
+            continue
+        others = {w: b for w, b in coefs.items() if w != v}
+        rng = _range(others, const, bounds)
+        if rng is None or not nonneg(rng[0]) or not less(rng[1], a):
+            continue
+        out = floordiv(_key_term(v), k)
+        return out if less(floordiv(bounds[v] - 1, k), size) else mod(out, size)
+    return None
 
 
 def _axis_coord(flat: Dim, lin: tuple | None, size: Dim, c_m: Dim, bounds: Mapping[str, Dim]) -> Dim:
@@ -254,7 +332,7 @@ def _axis_coord(flat: Dim, lin: tuple | None, size: Dim, c_m: Dim, bounds: Mappi
         if ok and less(low_max, c_m):
             coord: Dim = q0
             for v, q in mid.items():
-                coord = coord + q * loop_var(v)
+                coord = coord + q * _key_term(v)
             rng = _range(mid, q0, bounds)
             if rng is not None and nonneg(rng[0]) and less(rng[1], size):
                 return coord
@@ -262,7 +340,7 @@ def _axis_coord(flat: Dim, lin: tuple | None, size: Dim, c_m: Dim, bounds: Mappi
         rng = _range(coefs, const, bounds)
         q = floordiv(flat, c_m)
         if rng is not None and nonneg(rng[0]) and less(rng[1], c_m * size):
-            return q
+            return _one_term_quotient(coefs, const, c_m, size, bounds) or q
         # terms that are whole multiples of c_m * size only add multiples of size to flat // c_m, which
         # the coordinate drops: the rest alone gives it (no % at all when it stays in [0, c_m * size)),
         # e.g. the block and sub-block coordinates along a row of a blocked (quantized) layout
@@ -272,9 +350,9 @@ def _axis_coord(flat: Dim, lin: tuple | None, size: Dim, c_m: Dim, bounds: Mappi
             if rng is not None and nonneg(rng[0]):
                 rest: Dim = const
                 for v, a in low.items():
-                    rest = rest + a * loop_var(v)
+                    rest = rest + a * _key_term(v)
                 return floordiv(rest, c_m) if less(rng[1], cs) else mod(floordiv(rest, c_m), size)
-        return mod(q, size)
+        return _one_term_quotient(coefs, const, c_m, size, bounds) or mod(q, size)
     return mod(floordiv(flat, c_m), size)
 
 

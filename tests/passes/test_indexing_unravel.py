@@ -51,3 +51,31 @@ def test_sub_block_coordinate_drops_whole_rows():
         for rr in range(0, k, 5):
             got = tuple(evaluate(c, {"__i": ii, "__r": rr}) for c in coords)
             assert got == tuple(np.unravel_index(k * ii + rr, shape))
+
+
+@pytest.mark.parametrize("kv,group,d", [(3, 3, 64), (2, 4, 16), (1, 6, 8)])
+def test_grouped_query_heads_unravel_without_symbolic_division(kv, group, d):
+    """Attention output (t, h, d) read from (kv, group, seq, d) with a symbolic seq: the flat index
+    ``d*t + d*seq*h + j`` over ``group*d*seq`` is ``h // group`` (rest < d*seq), not a division by
+    ``group*d*seq`` per element; a second unravel of that result (its ``h // group`` and ``h % group``
+    atoms standing where a loop variable would) stays free of divisions too. Checked against NumPy."""
+    from caten_lab.air.symbolic import Expr
+
+    seq = Expr({("seq",): 1})
+    t, h, j = loop_var("__t"), loop_var("__h"), loop_var("__j")
+    heads = kv * group
+    bounds = {"__t": seq, "__h": heads, "__j": d}
+    shape = (kv, group, seq, d)
+    coords = unravel(d * t + d * seq * h + j, shape, bounds)
+    want = (0, h) if kv == 1 else (floordiv(h, group), mod(h, group))  # h < group: no division at all
+    assert coords[:2] == want
+    again = unravel(coords[0] * (group * seq * d) + coords[1] * (seq * d) + t * d + j, shape, bounds)
+    assert again == coords  # (kv, group, seq, d) read back at its own coordinates: the same, no new division
+    for n in (1, 5):
+        env = {"seq": n}
+        for tt in range(n):
+            for hh in range(heads):
+                for jj in (0, d - 1):
+                    e = {**env, "__t": tt, "__h": hh, "__j": jj}
+                    got = tuple(evaluate(c, e) for c in coords)
+                    assert got == tuple(np.unravel_index(d * tt + d * n * hh + jj, (kv, group, n, d)))
