@@ -77,23 +77,10 @@ def _atom_has_loop(a: object) -> bool:
 
 def linear_form(d: Dim) -> tuple[dict[str, Dim], Dim] | None:
     """``d`` as ``sum(coef_v * v) + const`` over loop variables v, or None if not linear in them."""
-    if isinstance(d, int):
-        return {}, d
-    coefs: dict[str, Dim] = {}
-    const: dict = {}
-    for m, c in d.terms:
-        loops = [a for a in m if _atom_has_loop(a)]
-        if not loops:
-            const[m] = const.get(m, 0) + c
-            continue
-        if len(loops) != 1 or not isinstance(loops[0], str):
-            return None
-        rest = list(m)
-        rest.remove(loops[0])
-        coef = Expr.make({tuple(rest): c})
-        v = loops[0]
-        coefs[v] = coefs.get(v, 0) + coef
-    return coefs, Expr.make(const)
+    lin = linear_form_atoms(d)
+    if lin is None or not all(isinstance(v, str) for v in lin[0]):
+        return None
+    return lin
 
 
 def exact_div(a: Dim, b: Dim) -> Dim | None:
