@@ -10,7 +10,8 @@ scheduler gives it its own kernel and the lowering writes it as the scatter-add 
 The form: ``reduce(add, axes)`` over ``where(c, x, 0)`` (or ``where(c, 0, x)`` with ``c`` negated), where
 ``c`` is ``ids == index`` (``not(ne(...))``) through views, one side an ``index`` node that runs along
 exactly one kept axis of the reduction (the row ``v``) and along no reduced one, the other side an
-integer that does not depend on that axis and depends on a reduced one (the token's id).
+integer that depends on a reduced axis and on no kept one (the token's id: one row per token, the same
+for every element of that row).
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def scatter_axis(g: Graph, r: Node) -> int | None:
         (axis,) = kept
         if node.shape[node.attrs.axis] != w.shape[axis]:
             continue  # the index must count every row of the output once
-        if not other[axis] and any(other[k] for k in reduced):
-            return axis
+        # the id: the same for every element of the row it selects (else each column scatters elsewhere)
+        if any(other[k] for k in range(rank) if k not in reduced) or not any(other[k] for k in reduced):
+            continue
+        return axis
     return None

@@ -341,6 +341,28 @@ def test_an_embedding_gradient_is_a_scatter_add(lookup) -> None:  # noqa: ANN001
         prog(bad)
 
 
+def test_a_one_hot_sum_whose_ids_vary_along_the_row_is_not_a_scatter() -> None:
+    """``out[v, c] = sum_t where(ids[t, c] == v, x[t, c], 0)``: each column picks its own row, so the sum is
+    not one row per token: it stays a dense reduction (a scatter of whole rows would be silently wrong)."""
+    from caten_lab.frontend import Tensor
+    from caten_lab.frontend.build import trace
+    from caten_lab.frontend.creation import index
+
+    rng = np.random.default_rng(4)
+    t, v, c = 6, 5, 4
+    ids = rng.integers(0, v, (t, c))
+    x = rng.standard_normal((t, c)).astype(np.float32)
+    hot = Tensor.from_numpy(ids, name="ids").reshape(t, 1, c) == index((v,), 0).reshape(1, v, 1)
+    tr = trace([hot.where(Tensor.from_numpy(x, name="x").reshape(t, 1, c), 0.0).sum(0)])
+    prog = compiled_equal(tr.graph, tr.arrays)
+    want = np.zeros((v, c), np.float32)
+    for tt in range(t):
+        for cc in range(c):
+            want[ids[tt, cc], cc] += x[tt, cc]
+    np.testing.assert_allclose(prog(tr.arrays)[0].reshape(v, c), want, rtol=1e-6, atol=1e-6)
+    assert not [s for f in prog.kernel_ir.functions for s in walk(f.body) if isinstance(s, For) and s.role == "scatter"]
+
+
 def _largest_buffer(prog) -> int:  # noqa: ANN001
     return max(prog.memory_plan.slot_bytes({}), default=0)
 
