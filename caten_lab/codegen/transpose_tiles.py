@@ -19,7 +19,9 @@ each (the step's seven transposed copies 47 -> 8 ms on one core).
 
 It fires on the innermost two loops of a perfect nest of plain loops with constant trip counts of at
 least two tiles, whose body is declarations and stores only, when the store is contiguous along the
-inner loop and some load is contiguous along the outer one and strided along the inner one.
+inner loop and some load is contiguous along the outer one and strided along the inner one, and only when
+the iterations are independent (each stores its own elements, none reads a stored buffer, no variable
+declared outside the body is assigned), so that walking them in another order cannot change a result.
 """
 
 from __future__ import annotations
@@ -59,19 +61,42 @@ def _plain(s: Stmt, tile: int) -> bool:
         and s.parallel is None and not s.simd and not s.unroll and (int_value(s.stop) or 0) >= 2 * tile
 
 
-def _transposing(body: tuple[Stmt, ...], outer: str, inner: str, tile: int) -> bool:
-    stores = [s for s in body if isinstance(s, Store)]
-    if not stores or not all(isinstance(s, (Decl, Assign, Store)) for s in body):
-        return False
-    if any(_coef(s.index, inner) != 1 for s in stores):
-        return False
+def _loads(body: tuple[Stmt, ...]) -> list[Load]:
+    out: list[Load] = []
     for s in body:
         value = s.init if isinstance(s, Decl) else s.value  # type: ignore[union-attr]
-        for e in () if value is None else exprs_of(value):
-            if isinstance(e, Load) and e.check is None and _coef(e.index, outer) == 1:
-                ci = _coef(e.index, inner)
-                if ci is not None and abs(ci) >= tile:
-                    return True
+        if value is not None:
+            out += [e for e in exprs_of(value) if isinstance(e, Load)]
+    return out
+
+
+def _independent(body: tuple[Stmt, ...], outer: str, inner: str, inner_extent: int) -> bool:
+    """Whether the iterations can run in any order with the same results: each writes only its own
+    elements (a store contiguous along the inner loop whose outer stride clears a whole inner row), no
+    iteration reads what one writes, and nothing outside the body is assigned (no running sum)."""
+    declared = {s.var for s in body if isinstance(s, Decl)}
+    stored = set()
+    for s in body:
+        if isinstance(s, Assign) and s.var not in declared:
+            return False
+        if isinstance(s, Store):
+            co = _coef(s.index, outer)
+            if _coef(s.index, inner) != 1 or co is None or abs(co) < inner_extent:
+                return False
+            stored.add(s.buf)
+    return bool(stored) and not any(e.buf in stored for e in _loads(body))
+
+
+def _transposing(body: tuple[Stmt, ...], outer: str, inner: str, tile: int, inner_extent: int) -> bool:
+    if not all(isinstance(s, (Decl, Assign, Store)) for s in body):
+        return False
+    if not _independent(body, outer, inner, inner_extent):
+        return False
+    for e in _loads(body):
+        if e.check is None and _coef(e.index, outer) == 1:
+            ci = _coef(e.index, inner)
+            if ci is not None and abs(ci) >= tile:
+                return True
     return False
 
 
@@ -98,7 +123,7 @@ def tile_transpose(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[in
     if len(chain) < 2 or not all(_plain(x, tile) for x in chain[-2:]):
         return None
     outer, inner = chain[-2], chain[-1]
-    if not _transposing(inner.body, outer.var, inner.var, tile):
+    if not _transposing(inner.body, outer.var, inner.var, tile, int(int_value(inner.stop) or 0)):
         return None
     taken = names_in(ctx.function)
     vo, vi = f"{outer.var}_t", f"{inner.var}_t"

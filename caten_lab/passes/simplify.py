@@ -91,9 +91,14 @@ def _neg(m: Match) -> str | None:
 
 
 def _reduce_unit_axes(m: Match) -> str | None:
+    """A max, or an integer or bool sum, over size-1 axes is its operand. A float sum is not quite: it
+    starts at +0.0, so one -0.0 sums to +0.0 (the interpreter's and the C code's answer), and a
+    ``recip`` after it would turn that sign into the sign of an infinity (found by the differential test)."""
     x = m["x"]
     t = m.graph.type_of(x)
     if t is None or not all(isinstance(t[0][a], int) and t[0][a] == 1 for a in m.root.attrs.axes):
+        return None
+    if m.root.attrs.op == "add" and m.root.dtype.is_float:
         return None
     return x  # type: ignore[return-value]
 

@@ -363,6 +363,22 @@ def test_a_one_hot_sum_whose_ids_vary_along_the_row_is_not_a_scatter() -> None:
     assert not [s for f in prog.kernel_ir.functions for s in walk(f.body) if isinstance(s, For) and s.role == "scatter"]
 
 
+def test_a_float_sum_over_a_size_1_axis_keeps_the_sign_of_zero() -> None:
+    """``1 / sum(x, axis of size 1)`` with x = -0.0: a sum starts at +0.0, so it is +0.0 and the result +inf,
+    in the interpreter and in C (simplify used to replace the sum by x itself: -inf; found by the differential
+    test). Max reductions and integer sums over size-1 axes are still removed."""
+    g = Graph()
+    x = inp(g, "x", (3, 1))
+    g.mark_output(g.insert("recip", [g.insert("reduce", [x], op="add", axes=(1,))]))
+    g.mark_output(g.insert("reduce", [x], op="max", axes=(1,)))
+    inputs = {"x": np.array([[-0.0], [0.0], [-2.0]], np.float32)}
+    prog = compiled_equal(g, inputs)
+    total, top = prog(inputs)
+    np.testing.assert_array_equal(total.reshape(-1), [np.inf, np.inf, -0.5])
+    assert np.signbit(top.reshape(-1)).tolist() == [True, False, True]  # max of one element: the element
+    assert len(prog.schedule.kernels) == 1  # the max is x itself (returned as is); the sum and recip: one kernel
+
+
 def _largest_buffer(prog) -> int:  # noqa: ANN001
     return max(prog.memory_plan.slot_bytes({}), default=0)
 
