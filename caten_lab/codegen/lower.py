@@ -51,7 +51,7 @@ from caten_lab.codegen.lower_scatter import ScatterLowering
 from caten_lab.codegen.symbolic_kir import Names, dim_to_kir
 from caten_lab.errors import CompileError
 from caten_lab.passes.indexing import flat_index, fold_divmod, loop_var, loop_vars_of, unravel
-from caten_lab.passes.scatter_form import scatter_axis
+from caten_lab.passes.scatter_form import scatter_plan
 from caten_lab.passes.schedule import Kernel
 
 I64 = DType.int64
@@ -302,9 +302,9 @@ class KernelLowerer(ReduceLowering, ScatterLowering):
         root = kg.producer_of(kg.outputs[0])
         is_store = self.k.kind == "store"
         if not is_store and root.op == "reduce" and not self.empty:
-            axis = scatter_axis(kg, root)  # an embedding's gradient: a scatter-add (codegen/lower_scatter.py)
-            if axis is not None:
-                return self.lower_scatter(root, axis)
+            plan = scatter_plan(kg, root)  # an embedding's gradient: a scatter-add (codegen/lower_scatter.py)
+            if plan is not None:
+                return self.lower_scatter(root, *plan)
         shape = root.attrs.shape if is_store else root.shape
         opened: list[_Loop] = []
         parent = self.root_block

@@ -20,7 +20,6 @@ from __future__ import annotations
 from caten_lab.air.dtypes import DType
 from caten_lab.air.node import Node
 from caten_lab.air.shapes import contiguous_strides, numel
-from caten_lab.air.value import Value
 from caten_lab.codegen import lower_exprs as E
 from caten_lab.codegen.kir import Const, Decl, Function, Load, Store, Var
 from caten_lab.passes.indexing import flat_index, loop_var
@@ -31,7 +30,9 @@ I64 = DType.int64
 class ScatterLowering:
     """The scatter half of the kernel lowerer (it uses the lowerer's loops, blocks, names and values)."""
 
-    def lower_scatter(self, root: Node, axis: int) -> Function:
+    def lower_scatter(self, root: Node, axis: int, side_pos: int) -> Function:
+        """``root`` (a reduce) as a scatter-add along kept ``axis``; operand ``side_pos`` of the comparison
+        is the id (:func:`caten_lab.passes.scatter_form.scatter_plan`)."""
         kg = self.kg
         w = kg.producer_of(root.reads[0])
         shape = w.shape
@@ -60,7 +61,7 @@ class ScatterLowering:
         if negated:
             cond, c1 = self.resolve(cond.reads[0], c1)
         hit = w.reads[1] if negated else w.reads[2]
-        side = next(r for r in cond.reads if not self._is_row_index(r, c1))
+        side = cond.reads[side_pos]
         v = self.fresh("v")
         rows = shape[axis]
         blk = parent
@@ -93,12 +94,3 @@ class ScatterLowering:
         for loop in reversed(opened):
             loop.close()
         return self._function()
-
-    def _is_row_index(self, r: object, coords: tuple) -> bool:
-        """Whether comparison operand ``r`` is the row index (an ``index`` node below views and casts)."""
-        if not isinstance(r, Value):
-            return False
-        n, _ = self.resolve(r, coords)
-        while n.op == "cast" and n.dtype.is_int:
-            n, _ = self.resolve(n.reads[0], coords)
-        return n.op == "index"

@@ -72,6 +72,13 @@ def _depends(g: Graph, v: object, axes: list[int | None]) -> list[bool] | None:
 def scatter_axis(g: Graph, r: Node) -> int | None:
     """The kept axis of ``reduce`` node ``r`` that a one-hot scatter-add writes by id, or None when ``r``
     is not that form (see the module docstring)."""
+    plan = scatter_plan(g, r)
+    return None if plan is None else plan[0]
+
+
+def scatter_plan(g: Graph, r: Node) -> tuple[int, int] | None:
+    """``(axis, side)``: the kept axis written by id, and which operand of the comparison is the id (the
+    other is the row index), or None when ``r`` is not a one-hot scatter-add."""
     if r.op != "reduce" or r.attrs.op != "add" or not isinstance(r.reads[0], Value):
         return None
     w = g.producer_of(r.reads[0])
@@ -103,5 +110,5 @@ def scatter_axis(g: Graph, r: Node) -> int | None:
         # the id: the same for every element of the row it selects (else each column scatters elsewhere)
         if any(other[k] for k in range(rank) if k not in reduced) or not any(other[k] for k in reduced):
             continue
-        return axis
+        return axis, 1 - i
     return None

@@ -379,6 +379,22 @@ def test_a_float_sum_over_a_size_1_axis_keeps_the_sign_of_zero() -> None:
     assert len(prog.schedule.kernels) == 1  # the max is x itself (returned as is); the sum and recip: one kernel
 
 
+def test_a_one_hot_sum_of_two_indices_is_a_diagonal_scatter() -> None:
+    """``out[v] = sum_t where(t == v, x[t, v], 0)`` (both sides of the comparison are index nodes: the
+    diagonal): a scatter whose id is the token index itself, equal to np.diag."""
+    from caten_lab.frontend import Tensor
+    from caten_lab.frontend.build import trace
+    from caten_lab.frontend.creation import index
+
+    x = np.random.default_rng(5).standard_normal((6, 6)).astype(np.float32)
+    hot = index((6, 1), 0) == index((1, 6), 1)
+    tr = trace([hot.where(Tensor.from_numpy(x, name="x"), 0.0).sum(0)])
+    prog = compiled_equal(tr.graph, tr.arrays)
+    np.testing.assert_array_equal(prog(tr.arrays)[0].reshape(-1), np.diag(x))
+    roles = [s.role for f in prog.kernel_ir.functions for s in walk(f.body) if isinstance(s, For)]
+    assert "scatter" in roles
+
+
 def _largest_buffer(prog) -> int:  # noqa: ANN001
     return max(prog.memory_plan.slot_bytes({}), default=0)
 
