@@ -17,7 +17,16 @@ from pathlib import Path
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident set size in MB."""
+    """This process's peak resident set size in MB: VmHWM, the high-water mark of its own memory map.
+    (getrusage's ru_maxrss survives execve on Linux: a worker started by a 0.9 GB parent reported the
+    parent's peak as its own.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -6,7 +6,7 @@
   tokenizer (``tokenizer.ggml.model = "gpt2"``, ``pre = "gpt-2"``, its 50,257 tokens and 50,000 merges
   from tests/workflow/gguf_tokenizer_files.py).
 - SmolLM2-135M-Instruct re-quantized from its Q4_1 file (caten_lab's own K-quant quantizers,
-  ``caten_lab.models.gguf_quant``): every 2-D tensor whose rows are a multiple of 256 values (the
+  ``caten_lab.formats.gguf_quant``): every 2-D tensor whose rows are a multiple of 256 values (the
   30 ``ffn_down``, K = 1536) becomes Q4_K or Q6_K; the others (K = 576, not a K-quant length) fall back
   as llama.cpp's quantizer does: Q6_K -> Q8_0, Q4_K keeps the file's Q4_1 (llama.cpp would pick Q5_0,
   which caten_lab does not read). Keyed by the source file's identity (path, size, mtime).
@@ -39,7 +39,7 @@ from gpt2 import CONFIGS  # noqa: E402 - bench/gpt2.py
 from refs.llamacpp import file_identity  # noqa: E402
 
 from caten_lab.config import config  # noqa: E402
-from caten_lab.models import gguf_quant  # noqa: E402
+from caten_lab.formats import gguf_quant  # noqa: E402
 from caten_lab.models.gpt2_weights import GPT2Weights, config_from_dict, expected_shapes, save_gguf  # noqa: E402
 
 FILES_FORMAT = 1  # part of every file's key: bump it when the files written here change

@@ -26,7 +26,6 @@ from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.interpreter import interpret
 from caten_lab.air.symbolic import Expr, evaluate
 from caten_lab.codegen.kir_json import function_meta
-from caten_lab.codegen.parallel import default_parallel_work
 from caten_lab.codegen.passes import pipeline_options
 from caten_lab.config import BACKENDS, config
 from caten_lab.errors import CatenError, RuntimeCheckError, ShapeError, SymbolError
@@ -422,14 +421,9 @@ def compile(  # noqa: A001 - the public name the contract asks for
     return prog
 
 
+@lru_cache(maxsize=1)
 def _default_options() -> tuple:
-    """The default pipeline's options, pass by pass (part of every compile-cache key). One default depends
-    on the environment (``parallel_work`` on the OpenMP wait policy): the key follows it."""
-    return _options_with(default_parallel_work())
-
-
-@lru_cache(maxsize=4)
-def _options_with(parallel_work: int) -> tuple:  # the argument keys the memo: the pipeline reads it
+    """The default pipeline's options, pass by pass (part of every compile-cache key)."""
     return pipeline_options(default_pipeline().passes)
 
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from caten_lab.air.dtypes import DType
 from caten_lab.air.ops import COMPARE, OPS
-from caten_lab.errors import AirError
+from caten_lab.errors import AirError, CatenError
+from caten_lab.formats import act_quant, gguf_quant
 
 Type = tuple[tuple, DType]
 
@@ -34,6 +35,8 @@ def infer_type(op: str, attrs: Any, reads: list, read_types: list[Type | None], 
     cat = _CATEGORY[op]
     if cat == "buffer":
         return _buffer_type(op, attrs, read_types, source)
+    if cat == "quant":
+        return _quant_type(op, attrs, read_types, source)
     if cat == "reduce":
         shape, dtype = _need(op, read_types, 0, source)
         for ax in attrs.axes:
@@ -130,6 +133,34 @@ def _buffer_type(op: str, attrs: Any, read_types: list[Type | None], source: str
             hint=f"axis must be in 0..{len(attrs.shape) - 1}",
         )
     return attrs.shape, attrs.dtype
+
+
+def _quant_type(op: str, attrs: Any, read_types: list[Type | None], source: str | None) -> Type:
+    """``quant_rows``: float32 (..., k) -> uint8 (..., row bytes); ``quant_matmul``: uint8 (..., row bytes)
+    and a 1-d uint8/int8 weight of n * (its row bytes) -> float32 (..., n). Sizes of the quantized axes are
+    static ints (block counts)."""
+    try:
+        if op == "quant_rows":
+            shape, dtype = _need(op, read_types, 0, source)
+            if dtype != DType.float32 or not shape or not isinstance(shape[-1], int):
+                raise AirError(f"quant_rows: needs float32 rows of a static length, got {dtype.value}"
+                               f"{_fmt_shape(shape)}", where=source)
+            return (*shape[:-1], act_quant.act_row_bytes(shape[-1], attrs.block)), DType.uint8
+        xs, xt = _need(op, read_types, 0, source)
+        ws, wt = _need(op, read_types, 1, source)
+        rb = act_quant.act_row_bytes(attrs.k, act_quant.act_block(attrs.wtype))
+        if xt != DType.uint8 or not xs or xs[-1] != rb:
+            raise AirError(f"quant_matmul: the rows must be uint8 (..., {rb}) from quant_rows, got "
+                           f"{xt.value}{_fmt_shape(xs)}", where=source)
+        want = attrs.n * gguf_quant.row_bytes(attrs.wtype, attrs.k, "quant_matmul")
+        if wt not in (DType.uint8, DType.int8) or len(ws) != 1 or ws[0] != want:
+            raise AirError(f"quant_matmul: the weight must be the 1-d uint8/int8 bytes of a ({attrs.n}, {attrs.k}) "
+                           f"{attrs.wtype} tensor ({want} bytes), got {wt.value}{_fmt_shape(ws)}", where=source)
+        return (*xs[:-1], attrs.n), DType.float32
+    except AirError:
+        raise
+    except CatenError as e:  # a format rule (block size, unknown weight type)
+        raise AirError(f"{op}: {e.message}", where=source, hint=e.hint) from None
 
 
 def _check_rank(op: str, attrs: Any, source: str | None) -> None:

@@ -3,7 +3,8 @@
 Values are NumPy arrays of the node's shape and dtype. A ``view`` gathers from the flat contiguous
 storage of its operand (``offset + sum(i_k * stride_k)``), which covers broadcasting (stride 0),
 negative strides and padding (positions outside ``mask`` read 0). ``store`` scatters into a copy of
-its destination (the compiled backends do it in place).
+its destination (the compiled backends do it in place). The quantized matmul ops run
+:mod:`caten_lab.formats.act_quant`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from caten_lab.air.node import Node
 from caten_lab.air.symbolic import evaluate
 from caten_lab.air.value import Value
 from caten_lab.errors import AirError, RuntimeCheckError, SymbolError
+from caten_lab.formats import act_quant
 
 
 def _dims(shape: tuple, sym: Mapping[str, int], node: Node) -> tuple[int, ...]:
@@ -167,6 +169,10 @@ def run_node(
             )
         flat[idx] = np.broadcast_to(np.asarray(args[1], dtype=dt), shape)
         return dst
+    if op == "quant_rows":
+        return act_quant.quantize_rows(args[0], a.block)
+    if op == "quant_matmul":
+        return act_quant.quant_matmul(args[0], args[1], a.wtype, a.n, a.k)
     if op == "reduce":
         x = args[0]
         if a.op == "add":

@@ -20,6 +20,11 @@ Semantics (all elementwise ops need operands of identical shape; a literal read 
 - reductions: one explicit op, ``reduce(x)`` with ``op`` in {add, max} over ``axes``. Reduced axes
   stay as size 1 (keepdim), so a reduction never changes rank; the frontend reshapes. An explicit
   op (rather than a flag on binary ops) keeps patterns and fusion rules simple to read.
+- quantized matmul (a weight kept in its GGUF blocks, as llama.cpp runs it; the arithmetic is
+  :mod:`caten_lab.formats.act_quant`): ``quant_rows(x)`` quantizes each row (last axis) of a float32
+  tensor into 8-bit blocks of ``block`` values (uint8 bytes); ``quant_matmul(xq, w)`` multiplies those
+  rows with the (``n``, ``k``) weight whose bytes (type ``wtype``) are the 1-d ``w``: ``(..., n)``
+  float32. Integer block dot products, not a sum of products: no other op can say it.
 """
 
 from __future__ import annotations
@@ -187,7 +192,7 @@ class OpSpec:
     name: str
     attrs_cls: type
     n_reads: int
-    category: str  # "unary" | "binary" | "ternary" | "reduce" | "buffer"
+    category: str  # "unary" | "binary" | "ternary" | "reduce" | "buffer" | "quant"
     doc: str
     kinds: dict[str, type[AttrKind]]
     defaults: dict[str, Any]
@@ -288,6 +293,20 @@ _register(
     "buffer",
     "write src into a strided window of dst, yielding the updated dst (in place once compiled)",
     {"shape": ShapeK, "strides": ShapeK, "offset": (DimK, 0)},
+)
+_register(
+    "quant_rows",
+    1,
+    "quant",
+    "each row (last axis) of a float32 tensor as 8-bit blocks of `block` (32 or 256) values: uint8 bytes",
+    {"block": IntK},
+)
+_register(
+    "quant_matmul",
+    2,
+    "quant",
+    "rows quantized by quant_rows times the (n, k) weight whose GGUF bytes of type `wtype` are w, transposed",
+    {"wtype": StrK, "n": IntK, "k": IntK},
 )
 _register(
     "index",

@@ -46,6 +46,7 @@ from caten_lab.codegen.kir import (
     Var,
 )
 from caten_lab.codegen.kir import Expr as KExpr
+from caten_lab.codegen.lower_quant import QuantLowering
 from caten_lab.codegen.lower_reduce import ReduceLowering
 from caten_lab.codegen.lower_scatter import ScatterLowering
 from caten_lab.codegen.symbolic_kir import Names, dim_to_kir
@@ -89,7 +90,7 @@ class _Loop:
                                      role=self.role, origin=self.origin))
 
 
-class KernelLowerer(ReduceLowering, ScatterLowering):
+class KernelLowerer(ReduceLowering, ScatterLowering, QuantLowering):
     """Lower one kernel (its fused AIR subgraph) to a kernel-IR function."""
 
     def __init__(self, kernel: Kernel, name: str, symbols: list[str], options: LowerOptions, *,
@@ -228,6 +229,8 @@ class KernelLowerer(ReduceLowering, ScatterLowering):
             return self._view(n, coords)
         if op == "reduce":
             return self._reduce(n, coords)
+        if op == "quant_matmul":
+            return self.quant_matmul_at(n, coords)
         if op == "check_index" and (self.safety < 1 or self.empty):  # unchecked: the operand itself, no code
             return self.at(n.reads[0], coords)
         if op in ELEMENTWISE:
@@ -301,6 +304,8 @@ class KernelLowerer(ReduceLowering, ScatterLowering):
         kg = self.kg
         root = kg.producer_of(kg.outputs[0])
         is_store = self.k.kind == "store"
+        if root.op == "quant_rows":
+            return self.lower_quant_rows(root)
         if not is_store and root.op == "reduce" and not self.empty:
             plan = scatter_plan(kg, root)  # an embedding's gradient: a scatter-add (codegen/lower_scatter.py)
             if plan is not None:

@@ -48,7 +48,7 @@ class ReduceLowering:
             gathered = self._onehot_gather(n, tuple(inner), stage_vars[0])
             if gathered is not None:
                 return gathered  # one row read: the vocabulary-sized trip count is not work
-        self.work = _dmax(self.work, trip)
+        self.work = E.work_max(self.work, trip)
         vector = self.tile is not None and n.out in self.vectorize and _uses(coords, self.tile[1])
         blk = self.block_for(coords)
         acc = self.fresh("acc")
@@ -198,20 +198,6 @@ class ReduceLowering:
         for loop in reversed(opened):
             loop.close()
         return Load(acc, E.i64("sub", self.var(lane_var), self.var(tile_var)), ct, origin=o)
-
-
-def _dmax(a: Dim, b: Dim) -> Dim:
-    if isinstance(a, int) and isinstance(b, int):
-        return max(a, b)
-    if isinstance(a, int) and a <= 1:
-        return b
-    if isinstance(b, int) and b <= 1:
-        return a
-    # symbolic: the sum bounds max(a, b) (both are non-negative trip counts) without raising the
-    # degree. A product here made three (pos + seq)-long reductions of a decode attention kernel a
-    # cubic "work" that crossed the parallel threshold at pos = 8, so every decode step paid 12
-    # thread wake-ups for a kernel of a few thousand flops (1 ms at 2 threads, 0.07 ms serial).
-    return a + b
 
 
 def _is_zero(kg: Graph, r: object) -> bool:

@@ -1,7 +1,8 @@
 """OpenMP parallel loops as rules over the kernel IR: where a kernel runs in parallel, and never a
 parallel loop inside another.
 
-``parallel_nest`` (one rule, at the top level of each function) decides ``For.parallel`` from the
+``parallel_nest`` (one rule, at the top level of each function) decides ``For.parallel`` (which the
+``team`` pass then turns into chunks the threads of one team claim, codegen/team.py) from the
 function's estimated work (``Function.meta["work"]``, an int64 expression: symbolic sizes are only
 known at run time, so the threshold becomes the region's ``if`` condition) and two options,
 ``threads`` and ``parallel_work`` (operations below which a kernel stays serial):
@@ -23,8 +24,6 @@ serial), or the rows loop serial with the inner loop parallel (a top-level regio
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import replace
 
 from caten_lab.air.dtypes import DType
@@ -32,25 +31,9 @@ from caten_lab.codegen.kir import BODIES, Alu, Const, Expr, For, Function, If, P
 from caten_lab.codegen.kir_rewrite import RuleContext
 from caten_lab.codegen.kir_walk import int_value, trip_count, walk
 
-PARALLEL_WORK = 1 << 15  # the ``parallel_work`` default when OpenMP threads spin between regions
-PARALLEL_WORK_PASSIVE = 1 << 19  # ... and when they sleep (OMP_WAIT_POLICY=PASSIVE: caten_lab's default)
-
-
-def default_parallel_work(environ: Mapping[str, str] | None = None) -> int:
-    """The ``parallel_work`` default for the OpenMP wait policy of ``environ`` (default ``os.environ``).
-
-    A parallel region costs its threads' wake-up when they sleep between regions (``PASSIVE``, which
-    ``import caten_lab`` sets unless you chose otherwise): tens of microseconds, more than splitting a
-    kernel below ~5e5 operations saves. SmolLM2 Q4_1 decode at 2 threads, PASSIVE: 42-57 ms per token
-    with a threshold of 2^15, 35-36 ms with 2^19. Spinning threads (``OMP_WAIT_POLICY=ACTIVE``, or
-    libgomp's ``GOMP_SPINCOUNT`` > 0, which overrides the policy) wake at once: 19 against 23-25 ms, so
-    there the small threshold stays."""
-    env = os.environ if environ is None else environ
-    spin = env.get("GOMP_SPINCOUNT", "").strip()
-    if spin and spin != "0":
-        return PARALLEL_WORK
-    passive = env.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
-    return PARALLEL_WORK_PASSIVE if passive else PARALLEL_WORK
+# operations below which a kernel stays serial: splitting it costs the team a barrier and the cache lines
+# its threads share (the wake-up per region that an OpenMP region paid is gone: codegen/team.py)
+PARALLEL_WORK = 1 << 15
 MAIN_ROLES = ("loop", "tile", "collapsed")
 I64 = DType.int64
 

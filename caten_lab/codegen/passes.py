@@ -1,5 +1,6 @@
 """The codegen passes of the default pipeline: lower (kernels -> kernel IR), the loop passes over the
-kernel IR (collapse, hoist, simd, transpose_tiles, parallel, unroll, row_jam, rowblock, lanes, unnest_parallel),
+kernel IR (collapse, hoist, simd, transpose_tiles, parallel, qgemm, unroll, row_jam, rowblock, lanes, unnest_parallel,
+team),
 render (-> C).
 
 Each reads ``ctx.artifacts['kernel_ir']`` (a :class:`~caten_lab.codegen.kir.Program`) and writes the
@@ -22,10 +23,12 @@ from caten_lab.codegen.lanes import Lanes
 from caten_lab.codegen.loop_opts import SIMD_RULES, UNROLL_MAX, UNROLL_RULES
 from caten_lab.codegen.lower import LowerOptions
 from caten_lab.codegen.lower_program import build_program, kernel_nodes
-from caten_lab.codegen.parallel import PARALLEL_RULES, UNNEST_RULES, default_parallel_work
+from caten_lab.codegen.parallel import PARALLEL_RULES, PARALLEL_WORK, UNNEST_RULES
+from caten_lab.codegen.qgemm_tiles import QGEMM_RULES
 from caten_lab.codegen.render import render_program
 from caten_lab.codegen.row_jam import JAM_ROWS, ROW_JAM_RULES
 from caten_lab.codegen.rowblock import RowBlock
+from caten_lab.codegen.team import team_program
 from caten_lab.codegen.transpose_tiles import TRANSPOSE_RULES, TRANSPOSE_TILE
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
@@ -128,10 +131,20 @@ class ParallelLoops(KernelRulePass):
     description = "OpenMP parallel outer loops (collapsed where needed) behind a work threshold"
     rules = PARALLEL_RULES
 
-    def __init__(self, *, parallel_work: int | None = None) -> None:
-        # None: by the OpenMP wait policy this process's threads run under (parallel.default_parallel_work)
-        work = default_parallel_work() if parallel_work is None else parallel_work
-        super().__init__(parallel_work=int_option(self.name, "parallel_work", work, 0, 1 << 62))
+    def __init__(self, *, parallel_work: int = PARALLEL_WORK) -> None:
+        super().__init__(parallel_work=int_option(self.name, "parallel_work", parallel_work, 0, 1 << 62))
+
+
+class QGemmTiles(KernelRulePass):
+    name = "qgemm"
+    description = "quantized matmuls over many rows in tiles: one helper call per (weight rows x activation rows) tile"
+    rules = QGEMM_RULES
+
+    def run(self, graph: Graph, ctx: PassContext) -> Graph:  # not into the original nest it keeps for short prompts
+        prog = kernel_program(ctx, self.name)
+        ctx.artifacts["kernel_ir"] = apply_rules(prog, self.rules, {**ctx.options, **self.options}, ctx.rewrites,
+                                                 descend_into_new=False)
+        return graph
 
 
 class UnrollLoops(KernelRulePass):
@@ -166,6 +179,18 @@ class UnnestParallel(KernelRulePass):
     rules = UNNEST_RULES
 
 
+class TeamLoops:
+    name = "team"
+    description = "one parallel region per run: parallel loops as each thread's share, shared writes on one thread, barriers"
+    options: dict[str, Any] = {}
+
+    def run(self, graph: Graph, ctx: PassContext) -> Graph:
+        prog = kernel_program(ctx, self.name)
+        if int(ctx.options.get("threads", 1)) > 1:
+            ctx.artifacts["kernel_ir"] = team_program(prog, ctx.rewrites)
+        return graph
+
+
 class RenderC:
     name = "render"
     description = "render the kernel IR to one C file with a per-line source map"
@@ -184,8 +209,8 @@ class RenderC:
 
 def codegen_passes() -> list:
     return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), TileTransposes(),
-            ParallelLoops(), UnrollLoops(),
-            JamRows(), RowBlock(), Lanes(), UnnestParallel(), PlanMemory(), RenderC()]
+            ParallelLoops(), QGemmTiles(), UnrollLoops(),
+            JamRows(), RowBlock(), Lanes(), UnnestParallel(), TeamLoops(), PlanMemory(), RenderC()]
 
 
 def pipeline_options(passes: list) -> tuple:

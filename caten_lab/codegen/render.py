@@ -3,7 +3,7 @@
 Expressions render through :data:`C_OPS`, a table from kernel-IR op names to C templates, with a
 few type-directed entries (bool logic, narrow-integer wrap-around, typed helpers such as
 ``cl_max_f32``) in :func:`op_template`. Every generated file starts with the runtime header
-``codegen/c/runtime.h`` (plus ``int_div.h`` and ``index_check.h``); generated code calls only
+``codegen/c/runtime.h`` (plus ``int_div.h``, ``index_check.h`` and ``quant.h``); generated code calls only
 helpers defined there. Each C line records the AIR node ids of the statement it prints (the source
 map), the statement's (function, path) in the kernel IR, and its origin, so the notebook links
 AIR <-> kernel IR <-> C both ways.
@@ -45,9 +45,10 @@ from caten_lab.codegen.kir import (
     While,
 )
 from caten_lab.codegen.markers import KERNEL_END, LINKAGE_MACRO, kernel_begin
+from caten_lab.codegen.team import uses_team
 from caten_lab.errors import CompileError
 
-RUNTIME_HEADERS = ("runtime.h", "int_div.h", "index_check.h")
+RUNTIME_HEADERS = ("runtime.h", "int_div.h", "index_check.h", "quant.h", "qgemm_tmp.h", "team.h")
 
 
 def c_file(name: str) -> str:
@@ -367,7 +368,13 @@ def render_program(program: Program, entry: str = "caten_run") -> Rendered:
 
 def _entry(w: Writer, program: Program, entry: str) -> None:
     fns = {f.name: f for f in program.functions}
-    w.emit("void caten_set_threads(int n) { cl_set_threads(n); }")
+    team = bool(program.calls) and uses_team(program)
+    if team:  # the team's state, once per library (its kernels may be in other translation units)
+        for line in c_file("team.c").rstrip("\n").split("\n"):
+            w.emit(line)
+        w.emit("void caten_set_threads(int n) { cl_set_threads(n); cl_set_team(n); }")
+    else:
+        w.emit("void caten_set_threads(int n) { cl_set_threads(n); }")
     run = f"void {entry}(void **b, const int64_t *sym, int64_t *err)"
     prof = f"void {entry}_profile(void **b, const int64_t *sym, int64_t *err, double *prof)"
     if not program.calls:
@@ -393,6 +400,13 @@ def _entry(w: Writer, program: Program, entry: str) -> None:
         w.emit(f"{len(c.buffers)},", c.origin, 1)
     w.emit("};")
     n, maxp = len(program.calls), max(len(fns[c.fn].params) for c in program.calls)
+    if team:  # every thread of the team walks the table (codegen/team.py)
+        w.emit("typedef struct { void **b; const int64_t *sym; int64_t *err; double *prof; } cl_step_args;")
+        w.emit(f"static void cl_step(void *a) {{ cl_step_args *s = (cl_step_args *)a; void *p[{maxp}]; "
+               f"cl_run_team_table(cl_calls, cl_args, cl_argc, {n}, p, s->b, s->sym, s->err, s->prof); }}")
+        w.emit(f"{run} {{ cl_step_args a = {{b, sym, err, 0}}; cl_team_run(cl_step, &a); }}")
+        w.emit(f"{prof} {{ cl_step_args a = {{b, sym, err, prof}}; cl_team_run(cl_step, &a); }}")
+        return
     table = f"cl_run_table(cl_calls, cl_args, cl_argc, {n}, p, b, sym, err"
     w.emit(f"{run} {{ void *p[{maxp}]; {table}, 0); }}")
     w.emit(f"{prof} {{ void *p[{maxp}]; {table}, prof); }}")

@@ -45,6 +45,10 @@ class GPT2Runner(DecoderRunner):
         return load_weights(path, mapped=mapped)  # looked up at call time (tests replace it)
 
     @staticmethod
+    def load_gguf_blocks(path: Path) -> GPT2Weights:
+        return load_gguf(path, dequantize=False)
+
+    @staticmethod
     def quantizable(graph: Graph) -> list[str]:
         """The 2-D matmul weights (the token embedding included: it is also the tied lm_head)."""
         return [n for n in DecoderRunner.quantizable(graph) if "wpe" not in n]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,9 @@ class GPT2Weights:
     config: GPT2Config
     state_dict: dict[str, np.ndarray]
     source: str
+    # GGUF read with dequantize=False: the 2-D weights stored in another type than F32, under the model's
+    # names and in its (out, in) layout (the file's), name -> (ggml type name, the mapped data)
+    raw: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
 
 
 _CONFIG_INTS = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")
@@ -264,8 +267,9 @@ def gguf_tensor_name(hf_name: str) -> str | None:
     return None
 
 
-def load_gguf(path: str | os.PathLike) -> GPT2Weights:
-    """Load a GPT-2 GGUF file (tensors f32, f16, bf16 or a quantized type; dequantized to float32).
+def load_gguf(path: str | os.PathLike, *, dequantize: bool = True) -> GPT2Weights:
+    """Load a GPT-2 GGUF file (tensors f32, f16, bf16 or a quantized type; dequantized to float32). With
+    ``dequantize=False`` the 2-D weights stored in another type stay as the file's bytes (``raw``).
 
     The layout (formats/gguf_layout.py: alignment, bounds, overlap, sizes), the config, the tensor
     names and shapes are validated before a tensor is dequantized."""
@@ -307,11 +311,18 @@ def load_gguf(path: str | os.PathLike) -> GPT2Weights:
     entries = [TensorEntry(n, "F32", s, 0, 0) for n, s in shapes.items()]
     check_model_tensors(str(p), entries, expected)
     sd: dict[str, np.ndarray] = {}
+    raw: dict[str, tuple[str, np.ndarray]] = {}
     for name, t in names.items():
+        kind = t.tensor_type.name  # type: ignore[attr-defined]
+        if not dequantize and len(t.shape) == 2 and kind != "F32":  # type: ignore[attr-defined]
+            raw[name] = (kind, t.data)  # type: ignore[attr-defined]  # rows (out) of K (in): the model's layout
+            continue
         arr = f.dequantized(t)
         if name.endswith(TRANSPOSED_WEIGHTS):
             arr = np.ascontiguousarray(arr.T)
         sd[name] = arr
+    if raw:
+        return GPT2Weights(cfg, sd, str(p), raw)
     return GPT2Weights(cfg, validate_state_dict(cfg, sd, str(p)), str(p))
 
 

@@ -138,6 +138,7 @@ class DecoderRunner:
         n_ctx: int | None = None,
         all_logits: bool = False,
         progress: bool = False,
+        activations: str = "q8",
     ) -> None:
         def fill(specs: Specs) -> dict[str, np.ndarray]:
             out = {k: np.empty(shape, dt) for k, (shape, dt) in specs.items()}
@@ -145,7 +146,7 @@ class DecoderRunner:
             return out
 
         self._build(weights.config, fill, weight_format, backend, n_ctx, all_logits, progress,
-                    raw=getattr(weights, "raw", None))
+                    raw=getattr(weights, "raw", None), activations=activations)
 
     def _build(
         self,
@@ -157,10 +158,13 @@ class DecoderRunner:
         all_logits: bool = False,
         progress: bool = False,
         raw: Mapping[str, tuple[str, np.ndarray]] | None = None,
+        activations: str = "q8",
     ) -> None:
         """Trace the graph (the model's weights are never loaded), store the matmul weights in
         ``weight_format``, and bind ``fill(specs)``: the weight arrays in exactly the stored names,
-        shapes and dtypes, converted from a state dict or mapped from the prepared-weights cache."""
+        shapes and dtypes, converted from a state dict or mapped from the prepared-weights cache.
+        ``raw`` weights (GGUF blocks) multiply 8-bit activations (``activations="q8"``, as llama.cpp) or
+        float ones (``"f32"``): :func:`~caten_lab.models.quant_graph.quantize_graph`."""
         if weight_format not in FORMATS:
             raise CatenError(
                 f"unknown weight format {weight_format!r}", hint=f"use one of {', '.join(FORMATS)}"
@@ -186,9 +190,11 @@ class DecoderRunner:
         formatted = [n for n in self.quantizable(dec.graph) if n not in raw]
         self.graph = format_graph(dec.graph, formatted, weight_format)
         # weights kept as the file's blocks (GGUF): dequantized inside the kernels that read them
-        self.graph = quantize_graph(self.graph, {n: t for n, (t, _) in raw.items()})
+        self.graph = quantize_graph(self.graph, {n: t for n, (t, _) in raw.items()}, activations=activations)
         self.raw_types = {n: t for n, (t, _) in raw.items()}
-        raw_arrays = {k: v for n, (t, data) in raw.items() for k, v in raw_inputs(n, t, data).items()}
+        self.activations = activations
+        bound = {n.attrs.name for n in self.graph.inputs()}
+        raw_arrays = {k: v for n, (t, data) in raw.items() for k, v in raw_inputs(n, t, data).items() if k in bound}
         # bound at trace time: the KV caches and fixed tables (RoPE), computed from the config
         self.fixed = [k for k in dec.arrays if k not in self.states]
         skip = {self.tokens_name, *dec.arrays, *raw_arrays}
@@ -214,20 +220,38 @@ class DecoderRunner:
         self.stats = GenerationStats()
         self._pos = 0
 
+    @staticmethod
+    def load_gguf_blocks(path: Path) -> Any:
+        """The weights object of a GGUF file whose 2-D weights stay in the file's encoding (``raw``)."""
+        raise NotImplementedError
+
     @classmethod
     def from_pretrained(
-        cls, path: str | os.PathLike, *, weight_format: str = "fp32", **kw: Any
+        cls, path: str | os.PathLike, *, weight_format: str = "fp32", dequantize: bool = False, **kw: Any
     ) -> DecoderRunner:
         """Load a local Hugging Face directory (config.json + model.safetensors) or a GGUF file.
 
-        The prepared weights (transposed, in ``weight_format``) are cached in ``config().cache_dir``
-        keyed by the source files' identity; a warm start maps them instead of reading the source
-        (``runner.weights_cache`` says which happened; ``CATEN_WEIGHT_CACHE=0`` turns it off).
+        A GGUF file's 2-D weights stay as the file stores them (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+        Q6_K), bound as views of the mapped file: the quantized ones multiply 8-bit activations in integer
+        block dot products (``activations="q8"``, as llama.cpp; ``"f32"``: dequantized inside the kernels).
+        ``dequantize=True`` (the reference path) and HF directories load floats stored in
+        ``weight_format``: those prepared weights (transposed, converted) are cached in
+        ``config().cache_dir`` keyed by the source files' identity; a warm start maps them instead of
+        reading the source (``runner.weights_cache`` says which happened; ``CATEN_WEIGHT_CACHE=0`` turns
+        it off).
         """
         if weight_format not in FORMATS:
             raise CatenError(
                 f"unknown weight format {weight_format!r}", hint=f"use one of {', '.join(FORMATS)}"
             )
+        p = Path(path)
+        if not dequantize and p.is_file() and p.suffix == ".gguf":
+            t0 = time.perf_counter()
+            blocks = cls.load_gguf_blocks(p)
+            load_s = time.perf_counter() - t0
+            runner = cls(blocks, weight_format=weight_format, **kw)
+            runner.load_s = load_s
+            return runner
         cfg = config()
         t0 = time.perf_counter()
         ident = prepared_weights.source_identity(path) if cfg.weight_cache else None

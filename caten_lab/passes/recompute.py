@@ -39,7 +39,7 @@ def heavy_values(order: list[Node], forced: set[str]) -> dict[str, bool]:
     """Values that hold a reduction not already realized (``forced``)."""
     heavy: dict[str, bool] = {}
     for n in order:
-        if n.op == "reduce":
+        if n.op in ("reduce", "quant_matmul"):  # a quantized matmul's element is a k-long dot product
             heavy[n.out] = True
         elif n.op in _ELEMENTWISE or n.op == "view":
             heavy[n.out] = any(heavy.get(r, False) and r not in forced for r in n.reads if isinstance(r, Value))
@@ -59,6 +59,8 @@ def expensive_values(order: list[Node]) -> dict[str, bool]:
                 expensive.get(r, False) and not views.get(r, False) for r in n.reads if isinstance(r, Value))
         elif n.op == "view":  # read through another view, a view divides its flat index per element
             expensive[n.out] = views[n.out] = True  # (only there: an elementwise op over views does not inherit it)
+        elif n.op == "quant_matmul":
+            expensive[n.out] = True
     return expensive
 
 

@@ -241,6 +241,15 @@ class _Plan:
             a = n.attrs
             flat = flat_index(coords, a.strides, a.offset)
             self._add(kid, src, unravel(flat, p.shape, self.bounds[kid]))
+        elif op == "quant_matmul":  # its operands are buffers (forced): a helper call reads whole rows
+            for r in n.reads:
+                self._add(kid, r, ())
+        elif op == "quant_rows":  # a row of x (the last axis: a stage) is quantized per row
+            s = self.stage_count[kid]
+            self.stage_count[kid] += 1
+            name = f"__r{s}_{len(coords) - 1}"
+            self.bounds[kid][name] = g.producer_of(n.reads[0]).shape[-1]
+            self._add(kid, n.reads[0], (*coords[:-1], loop_var(name)))
         elif op == "reduce":
             shape = g.producer_of(n.reads[0]).shape
             s = self.stage_count[kid]
@@ -296,6 +305,18 @@ def _reduce_fusable(plan: _Plan, kid: int, n: Node) -> bool:
     return used == set(loops[: len(used)])
 
 
+def _quant_matmul_fusable(plan: _Plan, kid: int, n: Node) -> bool:
+    """A quantized matmul is computed inside its reader (a helper call per element) only when that reader
+    needs each element once: one coordinate tuple of the reader's own loops, no stage variable."""
+    coords = plan.req[kid].get(n.out, set())
+    if len(coords) != 1:
+        return False
+    used: set[str] = set()
+    for d in next(iter(coords)):
+        used |= loop_vars_of(d)
+    return used <= set(plan.loops[kid])
+
+
 def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
                    decisions: list[FusionDecision] | None = None) -> Schedule:
     """Group the nodes of ``g`` into kernels (see the module docstring).
@@ -321,6 +342,15 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
             forced.add(n.reads[0])
             if why is not None:
                 why.setdefault(n.reads[0], "the operand of a masked (padded) view")
+        elif n.op == "quant_rows":
+            forced.add(n.out)  # a kernel of its own: each row quantized by one helper call
+            if why is not None:
+                why.setdefault(n.out, "8-bit activation rows (quant_rows): their own kernel")
+        elif n.op == "quant_matmul":
+            for r in n.reads:  # a helper reads whole rows of both: they must be buffers
+                forced.add(r)
+                if why is not None:
+                    why.setdefault(r, "an operand of a quantized matmul (its helper reads whole rows)")
         elif n.op == "reduce" and scatter_axis(g, n) is not None:
             forced.add(n.out)  # its own kernel: lowered as a scatter-add (codegen/lower_scatter.py)
             if why is not None:
@@ -353,7 +383,7 @@ def schedule_graph(g: Graph, state_outputs: dict[int, str] | None = None,
                 forced.add(base)
                 if why is not None:
                     why.setdefault(base, f"the operand of a broadcast read by {len(kernels)} kernels")
-            elif len(kernels) > 1 and heavy[v] and not (n.op == "view" and _is_reshape(g, n)) or n.op == "reduce" and not _reduce_fusable(plan, next(iter(kernels)), n) or any(len(plan.req[k].get(v, ())) > MAX_COORDS_PER_VALUE for k in kernels):
+            elif len(kernels) > 1 and heavy[v] and not (n.op == "view" and _is_reshape(g, n)) or n.op == "reduce" and not _reduce_fusable(plan, next(iter(kernels)), n) or n.op == "quant_matmul" and not _quant_matmul_fusable(plan, next(iter(kernels)), n) or any(len(plan.req[k].get(v, ())) > MAX_COORDS_PER_VALUE for k in kernels):
                 must = True
                 if log is not None:
                     log.append((n, ROOT, (len(plan.roots),), _refusal(plan, n, kernels, heavy), True))
@@ -420,10 +450,14 @@ def _describe(nodes: list[Node], g: Graph) -> str:
             label = n.op
         elif n.op == "store":
             label = "store"
+        elif n.op == "quant_matmul":
+            label = f"qmatmul_{n.attrs.wtype.lower()}"
+        elif n.op == "quant_rows":
+            label = "quantize"
         else:
             continue
         if label not in parts:
-            parts.append(label)
+            parts.insert(0, label) if n.op in ("quant_matmul", "quant_rows") else parts.append(label)
     return "_".join(parts[:4]) or "copy"
 
 

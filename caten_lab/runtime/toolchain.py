@@ -49,7 +49,8 @@ from caten_lab.runtime.cache_files import (
 )
 from caten_lab.runtime.parallel_build import compile_parts, compose_parts, part_count, place_units
 
-BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=gnu11", "-fwrapv", "-fno-math-errno"]
+BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-pthread", "-std=gnu11", "-fwrapv", "-fno-math-errno",
+              "-Werror=implicit-function-declaration"]  # a missing helper fails the compile, not the load
 MINIMAL_FLAGS = ["-O2", "-fPIC", "-shared"]  # when a base flag is not supported
 PROBES_FORMAT = "caten_lab.toolchains"
 PROBES_VERSION = 3

@@ -85,7 +85,9 @@ def generation_workflow(
     F16/BF16) safetensors and converts at load time, so it computes what that runner computes.
     ``weights``: a GPT-2 ``.gguf`` file to read instead of the directory's safetensors (the
     directory then only gives vocab.json and merges.txt); the library reads that file (F32, F16,
-    BF16 or Q8_0 tensors), as ``GPT2Runner.from_pretrained(weights)`` does.
+    BF16 or Q8_0 tensors) and converts them to ``weight_format``, as
+    ``GPT2Runner.from_pretrained(weights, dequantize=True)`` does (not yet the file's own blocks, as the
+    Python runner's default and a Llama export do).
 
     ``model_dir`` may also be a Llama GGUF file (:func:`llama_workflow`); ``name`` defaults to ``gpt2``
     (``llama`` for a Llama file).
@@ -112,8 +114,8 @@ def generation_workflow(
             )
     if not name.isidentifier():
         raise ExportError(f"workflow name {name!r} must be a C identifier")
-    runner = GPT2Runner.from_pretrained(  # export needs the C program
-        gguf_file or d, n_ctx=n_ctx, backend="c", weight_format=weight_format
+    runner = GPT2Runner.from_pretrained(  # export needs the C program; a GGUF file's weights as floats
+        gguf_file or d, n_ctx=n_ctx, backend="c", weight_format=weight_format, dequantize=True
     )
     tok = GPT2Tokenizer.from_files(d / "vocab.json", d / "merges.txt")
     source = GGUFSource(gguf_file, gguf_tensor_name, "gpt2") if gguf_file else None
@@ -162,6 +164,7 @@ def with_weight_format(workflow: Any, weight_format: str | None) -> Any:
         backend="c",
         all_logits=old.all_logits,
         weight_format=weight_format,
+        dequantize=True,
     )
     return dataclasses.replace(workflow, runner=runner)
 

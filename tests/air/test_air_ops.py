@@ -19,6 +19,9 @@ def _inputs(g: Graph) -> dict[str, str]:
         "f": g.insert("allocate", [], shape=(2, 3), dtype=dtypes.float32, name="f"),
         "i": g.insert("allocate", [], shape=(2, 3), dtype=dtypes.int32, name="i"),
         "b": g.insert("allocate", [], shape=(2, 3), dtype=dtypes.bool, name="b"),
+        "x32": g.insert("allocate", [], shape=(2, 32), dtype=dtypes.float32, name="x32"),  # quantized matmul
+        "xq": g.insert("allocate", [], shape=(2, 40), dtype=dtypes.uint8, name="xq"),  # (operands)
+        "wq": g.insert("allocate", [], shape=(3 * 18,), dtype=dtypes.uint8, name="wq"),  # Q4_0 (3, 32)
     }
 
 
@@ -50,6 +53,10 @@ def valid_call(op: str, v: dict[str, str]) -> tuple[list, dict]:
         return [v["f"], v["f"]], {"shape": (2, 3), "strides": (3, 1), "offset": 0}
     if op == "index":
         return [], {"shape": (2, 3), "axis": 1, "dtype": dtypes.int32}
+    if op == "quant_rows":
+        return [v["x32"]], {"block": 32}
+    if op == "quant_matmul":
+        return [v["xq"], v["wq"]], {"wtype": "Q4_0", "n": 3, "k": 32}
     raise AssertionError(f"no example for op {op}")
 
 
@@ -66,6 +73,10 @@ WRONG_VALUES = {
     "name": [3, b"w"],
     "value": ["1", None, [1]],
     "axis": [1.0, "1", True, None],
+    "block": [32.0, "32", None],
+    "wtype": [4, None],
+    "n": [3.0, "3", None],
+    "k": [32.0, None],
 }
 
 
@@ -73,6 +84,7 @@ def test_op_table_covers_the_issue():
     expected = {
         "add", "mul", "neg", "recip", "idiv", "mod", "max", "exp2", "log2", "sin", "sqrt", "and", "or",
         "xor", "not", "lt", "ne", "where", "cast", "check_index", "allocate", "const", "store", "view", "index", "reduce",
+        "quant_rows", "quant_matmul",
     }  # fmt: skip
     assert set(op_names()) == expected
     for name, spec in OPS.items():

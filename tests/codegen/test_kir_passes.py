@@ -272,18 +272,9 @@ def test_collapse_flattens_contiguous_nests_only() -> None:
     same_as_numpy(g, {"x": _rand(3, 5)})
 
 
-def test_the_parallel_threshold_follows_the_openmp_wait_policy():
-    """Sleeping threads (PASSIVE, caten_lab's default) make each parallel region pay a wake-up, so small
-    kernels stay serial; spinning ones (ACTIVE, or libgomp's GOMP_SPINCOUNT, which wins) wake at once."""
-    from caten_lab.codegen.parallel import PARALLEL_WORK, PARALLEL_WORK_PASSIVE, default_parallel_work
+def test_the_parallel_threshold_is_an_option():
+    from caten_lab.codegen.parallel import PARALLEL_WORK
     from caten_lab.codegen.passes import ParallelLoops
 
-    assert PARALLEL_WORK_PASSIVE > PARALLEL_WORK
-    assert default_parallel_work({"OMP_WAIT_POLICY": "PASSIVE"}) == PARALLEL_WORK_PASSIVE
-    assert default_parallel_work({"OMP_WAIT_POLICY": "passive "}) == PARALLEL_WORK_PASSIVE
-    assert default_parallel_work({"OMP_WAIT_POLICY": "ACTIVE"}) == PARALLEL_WORK
-    assert default_parallel_work({}) == PARALLEL_WORK  # libgomp's own default spins a while
-    assert default_parallel_work({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}) == PARALLEL_WORK
-    assert default_parallel_work({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}) == PARALLEL_WORK_PASSIVE
-    assert ParallelLoops().options == {"parallel_work": default_parallel_work()}  # this process's policy
+    assert ParallelLoops().options == {"parallel_work": PARALLEL_WORK}
     assert ParallelLoops(parallel_work=7).options == {"parallel_work": 7}

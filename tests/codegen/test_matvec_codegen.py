@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pipelines import pre_team
 
 from caten_lab.air.dtypes import DType
 from caten_lab.air.graph import Graph
@@ -53,11 +54,9 @@ def test_gpt2_decoder_c_equals_interpreter_prefill_and_decode(fmt):
         np.testing.assert_allclose(a_c[name], a_n[name], rtol=2e-4, atol=2e-5)
 
 
-def test_matvec_operands_are_hoisted_and_lm_head_runs_in_parallel(monkeypatch):
-    # enough work for two spinning threads (72k operations; sleeping ones, the PASSIVE default, wait for 2^19)
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    graph, _, _ = _decoder(vocab=1500)
-    prog = lower_to_c(graph, threads=2).ctx.artifacts["kernel_ir"]
+def test_matvec_operands_are_hoisted_and_lm_head_runs_in_parallel():
+    graph, _, _ = _decoder(vocab=1500)  # 72k operations: enough for two threads
+    prog = lower_to_c(graph, threads=2, pipeline=pre_team()).ctx.artifacts["kernel_ir"]
     # the last LayerNorm + lm_head kernel: its vocabulary loop is a top-level loop
     (fn,) = [f for f in prog.functions if any(isinstance(s, For) and s.stop == Const(1500, DType.int64)
                                                for s in f.body)]
@@ -106,7 +105,7 @@ def test_decode_attention_stays_serial_while_its_work_is_small():
     (it cost 12 thread wake-ups per step, 1 ms at 2 threads against 0.07 ms serial), and a long
     prefill still runs in parallel."""
     graph, _, _ = _decoder()
-    prog = lower_to_c(graph, threads=2).ctx.artifacts["kernel_ir"]
+    prog = lower_to_c(graph, threads=2, pipeline=pre_team()).ctx.artifacts["kernel_ir"]
     conds = _parallel_conditions(prog, "exp2")
     assert conds, "the attention kernel should still be parallel for big sizes"
     assert not any(_value(c, {"S_pos": 8, "S_seq": 1}) for c in conds), conds

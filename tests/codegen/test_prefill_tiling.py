@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pipelines import pre_team
 
 import caten_lab.codegen.kir as k
 from caten_lab.codegen.kir_walk import const, var, walk
 from caten_lab.codegen.rowblock import RowBlock
 from caten_lab.codegen.rowblock_tiles import RowBlockOptions, register_tile, register_tile_for
 from caten_lab.compiler import compile as compile_graph
-from caten_lab.compiler import default_pipeline
 from caten_lab.config import settings
 from caten_lab.frontend import Sym, Tensor, build_graph, placeholder
 from caten_lab.models.quantize import apply_weight_format
@@ -49,7 +49,7 @@ def _tiled(prog) -> list[k.If]:
 
 
 def _pipeline(**options):
-    pm = default_pipeline()
+    pm = pre_team()
     pm.replace("rowblock", RowBlock(**options))
     return pm
 
@@ -62,7 +62,7 @@ def test_tiled_matmul_equals_interpreter(fmt, norm, tile_bytes):
     o = RowBlockOptions() if tile_bytes is None else RowBlockOptions(tile_bytes=tile_bytes)
     graph, arrays = _graph(fmt, norm)
     with settings(threads=2):
-        prog = compile_graph(graph, backend="c", pipeline=None if tile_bytes is None else _pipeline(tile_bytes=tile_bytes))
+        prog = compile_graph(graph, backend="c", pipeline=_pipeline() if tile_bytes is None else _pipeline(tile_bytes=tile_bytes))
     ref = compile_graph(graph, backend="numpy")
     nr, nc = register_tile({"fp32": 4, "fp16": 2, "int8": 1}[fmt], K, o)
     (nest,) = _tiled(prog)  # the tiled path is there, in parallel over (column tile, row block) pairs
@@ -99,10 +99,10 @@ def test_one_thread_tiles_without_parallel_loops():
 def test_rowblock_removed_or_disabled_keeps_the_results():
     """The pass is removable (or ``enabled=False``): the untiled program gives the same numbers."""
     graph, arrays = _graph("fp32", True)
-    pm = default_pipeline()
+    pm = pre_team()
     pm.remove("rowblock")
     with settings(threads=2):
-        tiled = compile_graph(graph, backend="c")
+        tiled = compile_graph(graph, backend="c", pipeline=pre_team())
         plain = compile_graph(graph, backend="c", pipeline=pm)
         off = compile_graph(graph, backend="c", pipeline=_pipeline(enabled=False))
     assert _tiled(tiled) and not _tiled(plain) and not _tiled(off)
@@ -117,7 +117,7 @@ def test_tiled_program_is_compile_cached(tmp_path):
     """The passes leave only codec-backed artifacts, so the default pipeline's result is stored and a
     second compile loads the same row-blocked kernel program instead of running the passes."""
     graph, _ = _graph("int8", True)
-    with settings(cache_dir=tmp_path, threads=2):
+    with settings(cache_dir=tmp_path, threads=1):
         first = compile_graph(graph, backend="c")
         assert len(list(tmp_path.glob("artifacts_*.json"))) == 1
         second = compile_graph(graph, backend="c")

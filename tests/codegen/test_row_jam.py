@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pipelines import pre_team
 
 from caten_lab.air import Sym
 from caten_lab.codegen.kir import Alu, Decl, For, If
 from caten_lab.codegen.kir_walk import walk
 from caten_lab.codegen.row_jam import JAM_ROWS
-from caten_lab.compiler import compile, default_pipeline
+from caten_lab.compiler import compile
 from caten_lab.frontend import Tensor
 from caten_lab.frontend.build import trace
 
@@ -35,8 +36,8 @@ def test_jammed_matmul_is_bitwise_the_unjammed_one(rows) -> None:  # noqa: ANN00
     a = np.random.default_rng(1).standard_normal((size, 96)).astype(np.float32)
     inputs = {**t.arrays, "a": a}
     symbols = {"rows": size} if symbolic else None
-    jam = compile(t.graph)
-    plain_pm = default_pipeline()
+    jam = compile(t.graph, pipeline=pre_team())  # (the jam as row_jam left it; team only splits its loop)
+    plain_pm = pre_team()
     plain_pm.remove("row_jam")
     plain = compile(t.graph, pipeline=plain_pm)
     got, want = jam(inputs, symbols)[0], plain(inputs, symbols)[0]

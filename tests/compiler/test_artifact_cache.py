@@ -63,7 +63,7 @@ def test_the_key_holds_the_pipeline_options_and_another_option_is_another_progra
 
     pm = default_pipeline()
     opts = pipeline_options(pm.passes)
-    assert ("parallel", (("parallel_work", 1 << 19),)) in opts  # the default under OMP_WAIT_POLICY=PASSIVE
+    assert ("parallel", (("parallel_work", 1 << 15),)) in opts
     assert ("lower", (("vector_tile", 32),)) in opts and ("hoist", (("hoist_max", 16384),)) in opts
     pm.replace("parallel", ParallelLoops(parallel_work=1 << 20))
     assert pipeline_options(pm.passes) != opts

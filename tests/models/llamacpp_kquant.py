@@ -1,9 +1,9 @@
 """Helper for test_quant_graph: does llama.cpp read our K-quant bytes as gguf_quant decodes them?
 
 ``write SRC OUT_DIR``: two copies of the GGUF model SRC in which every ``ffn_down`` matrix (rows of
-1536 values: whole 256-value super-blocks) is re-encoded by :func:`caten_lab.models.gguf_quant.quantize`
+1536 values: whole 256-value super-blocks) is re-encoded by :func:`caten_lab.formats.gguf_quant.quantize`
 as Q4_K, Q5_K or Q6_K (layer by layer in turn): ``kq.gguf`` holds those bytes, ``ref.gguf`` holds their
-dequantization by :func:`caten_lab.models.gguf_quant.dequantize` as F32. Every other tensor and all
+dequantization by :func:`caten_lab.formats.gguf_quant.dequantize` as F32. Every other tensor and all
 metadata are copied. ``run FILE PROMPT N``: greedy decoding of N tokens by llama.cpp (xllamacpp),
 printed as JSON; run in a subprocess (xllamacpp's threads and logging), ended by ``os._exit``.
 """
@@ -22,7 +22,7 @@ def write(src: str, out_dir: str) -> None:
     import gguf
     import numpy as np
 
-    from caten_lab.models import gguf_quant as gq
+    from caten_lab.formats import gguf_quant as gq
 
     reader = gguf.GGUFReader(src)
     arch = reader.fields["general.architecture"].contents()

@@ -10,7 +10,7 @@ from caten_lab.air.shapes import numel
 from caten_lab.air.symbolic import evaluate
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.config import settings
-from caten_lab.models import gguf_quant as gq
+from caten_lab.formats import gguf_quant as gq
 
 TYPES = list(gq.LAYOUTS)
 BACKENDS = ["numpy", "c"]

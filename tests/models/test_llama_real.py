@@ -40,7 +40,8 @@ def hf(smollm2_gguf):
 
 @pytest.fixture(scope="session")
 def runner(smollm2_gguf):
-    r = load_model(smollm2_gguf, n_ctx=256, all_logits=True, backend="c")  # the program llamacpp_agreement compiles
+    # float activations: transformers is the reference (the 8-bit path is checked against llama.cpp, test_llamacpp_agreement)
+    r = load_model(smollm2_gguf, n_ctx=256, all_logits=True, backend="c", activations="f32")
     assert isinstance(r, LlamaRunner) and r.config.rope_layout == "normal"
     return r
 

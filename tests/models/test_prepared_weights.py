@@ -249,11 +249,11 @@ def test_changed_source_invalidates(model_dir, change):
 def test_gguf_source_is_cached_too(model_dir, tmp_path, monkeypatch):
     path = tmp_path / "m.gguf"
     save_gguf(load_hf_dir(model_dir), path, "f16")
-    cold = GPT2Runner.from_pretrained(path, weight_format="fp16")
+    cold = GPT2Runner.from_pretrained(path, weight_format="fp16", dequantize=True)  # floats: prepared, cached
     assert cold.weights_cache == "miss"
     with monkeypatch.context() as mp:
         _no_source_reads(mp)
-        warm = GPT2Runner.from_pretrained(path, weight_format="fp16")
+        warm = GPT2Runner.from_pretrained(path, weight_format="fp16", dequantize=True)
     assert warm.weights_cache == "hit"
     _assert_bitwise(_logits(warm), _logits(cold))
 

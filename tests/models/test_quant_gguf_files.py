@@ -53,7 +53,7 @@ def test_real_smollm2_tensors_read_in_place(smollm2_gguf):
     wq = Tensor.from_numpy(np.zeros((576, 576), np.float32), name="blk.0.attn_q.weight")
     h = embedding(ids, e)
     graph, _ = build_graph([h, h @ wq.T])
-    quantize_graph(graph, {"token_embd.weight": emb.tensor_type, "blk.0.attn_q.weight": q.tensor_type})
+    quantize_graph(graph, {"token_embd.weight": emb.tensor_type, "blk.0.attn_q.weight": q.tensor_type}, activations="f32")
     prog = compile_with(graph, "c")
     bind = {
         **raw_inputs("token_embd.weight", emb.tensor_type, emb.data),

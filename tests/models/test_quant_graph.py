@@ -1,4 +1,6 @@
-"""GGUF-quantized weights read in place (caten_lab.models.quant_graph, caten_lab.models.gguf_quant).
+"""GGUF-quantized weights read in place (caten_lab.models.quant_graph, caten_lab.formats.gguf_quant), with
+float activations (``activations="f32"``: the dequantization as AIR inside the kernels; the 8-bit activation
+path is tests/codegen/test_quant_matmul.py).
 
 References: ``gguf.quants.dequantize`` for the byte layouts, NumPy (float64) on the dequantized weights
 for Linear (matvec and matmul) and Embedding (tied to the output head), on the interpreter and the C
@@ -18,7 +20,7 @@ from caten_lab.compiler import compile as compile_graph
 from caten_lab.config import settings
 from caten_lab.formats.rules import FormatError
 from caten_lab.frontend import Sym, Tensor, build_graph, placeholder
-from caten_lab.models import gguf_quant as gq
+from caten_lab.formats import gguf_quant as gq
 from caten_lab.models.quant_graph import (
     RAW_SUFFIXES,
     SUFFIX_DTYPES,
@@ -71,7 +73,7 @@ def test_specials_decode_exactly():
         want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[t]).astype(np.float32)
         w = placeholder((256, 256), "float32", name="w")
         graph, _ = build_graph([w * 1.0])
-        quantize_graph(graph, {"w": t})
+        quantize_graph(graph, {"w": t}, activations="f32")
         prog = compile_with(graph, "c")
         got = prog(raw_inputs("w", t, raw))[0]
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=t)
@@ -86,7 +88,7 @@ def test_graph_decoding_is_exact(t, backend):
     raw, want = quantized(t, 7, k_for(t, 2), seed=2)
     w = placeholder(want.shape, "float32", name="w")
     graph, _ = build_graph([w + 0.0])
-    quantize_graph(graph, {"w": t})
+    quantize_graph(graph, {"w": t}, activations="f32")
     got = compile_with(graph, backend)(raw_inputs("w", t, raw))[0]
     np.testing.assert_array_equal(got, want)
 
@@ -100,7 +102,7 @@ def test_linear_equals_numpy(t, backend):
     raw, deq = quantized(t, rows, k, seed=3)
     x = placeholder((Sym("seq"), k), "float32", name="x")
     graph, arrays = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
-    quantize_graph(graph, {"w": t})
+    quantize_graph(graph, {"w": t}, activations="f32")
     assert "w" not in {n.attrs.name for n in graph.inputs()}
     prog = compile_with(graph, backend)
     bind = {**{n: a for n, a in arrays.items() if n != "w"}, **raw_inputs("w", t, raw)}
@@ -118,7 +120,7 @@ def test_compiled_linear_reads_raw_bytes(t):
     raw, _ = quantized(t, rows, k)
     x = placeholder((Sym("seq"), k), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
-    quantize_graph(graph, {"w": t})
+    quantize_graph(graph, {"w": t}, activations="f32")
     prog = compile_with(graph, "c")
     names = set(raw_input_specs("w", t, (rows, k)))
     assert_reads_raw(prog, rows * k, names)
@@ -142,7 +144,7 @@ def _tied_graph(t: str, vocab: int, dim: int):
     w = Tensor.from_numpy(np.zeros((vocab, dim), np.float32), name="tok.weight")
     h = embedding(ids, w)
     graph, _ = build_graph([h, h @ w.T])  # the hidden state and the logits of the tied head
-    quantize_graph(graph, {"tok.weight": t})
+    quantize_graph(graph, {"tok.weight": t}, activations="f32")
     return graph
 
 
@@ -174,7 +176,7 @@ def test_embedding_gather_reads_one_row(t):
     raw, deq = quantized(t, vocab, dim)
     ids = placeholder((Sym("seq"),), "int64", name="ids")
     graph, _ = build_graph([embedding(ids, Tensor.from_numpy(np.zeros((vocab, dim), np.float32), name="e"))])
-    quantize_graph(graph, {"e": t})
+    quantize_graph(graph, {"e": t}, activations="f32")
     prog = compile_with(graph, "c")
     stops = [s.stop for f in prog.artifacts["kernel_ir"].functions for s in walk(f.body) if isinstance(s, kir.For)]
     assert stops and not any(isinstance(s, kir.Const) and s.value == vocab for s in stops), "a loop over the vocabulary"
@@ -222,14 +224,14 @@ def test_bad_input_is_a_clear_error():
     x = placeholder((1, 48), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((5, 48), np.float32), name="w").T])
     with pytest.raises(FormatError, match=r"'w'.*whole blocks of 256 values.*48"):
-        quantize_graph(graph, {"w": "Q4_K"})
+        quantize_graph(graph, {"w": "Q4_K"}, activations="f32")
     with pytest.raises(FormatError, match="'nope' is not an input"):
-        quantize_graph(graph, {"nope": "Q8_0"})
+        quantize_graph(graph, {"nope": "Q8_0"}, activations="f32")
     with pytest.raises(FormatError, match="only 2-D static float32"):
-        quantize_graph(_graph_1d(), {"b": "Q8_0"})
+        quantize_graph(_graph_1d(), {"b": "Q8_0"}, activations="f32")
     x = placeholder((1, 64), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((4, 64), np.float32), name="w").T])
-    quantize_graph(graph, {"w": "Q4_1"})
+    quantize_graph(graph, {"w": "Q4_1"}, activations="f32")
     prog = compile_with(graph, "numpy")
     short = {"w#f16": raw.reshape(-1)[:-2].view(np.float16), "w#u8": raw.reshape(-1), "x": np.zeros((1, 64), np.float32)}
     with pytest.raises(Exception, match="w#f16"):  # the program's own shape check names the raw input
@@ -258,7 +260,7 @@ def test_tiled_prefill_and_lanes(t):
     raw, deq = quantized(t, rows, k, seed=6)
     x = placeholder((Sym("seq"), k), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
-    quantize_graph(graph, {"w": t})
+    quantize_graph(graph, {"w": t}, activations="f32")
     prog = compile_with(graph, "c")
     rng = np.random.default_rng(7)
     for seq in (1, 8, 17, 40):
@@ -276,7 +278,7 @@ def test_every_index_checked(t):
     raw, deq = quantized(t, rows, k, seed=8)
     x = placeholder((Sym("seq"), k), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
-    quantize_graph(graph, {"w": t})
+    quantize_graph(graph, {"w": t}, activations="f32")
     with settings(safety=2, threads=1):
         prog = compile_graph(graph, backend="c")
     xs = np.random.default_rng(9).standard_normal((3, k)).astype(np.float32)
@@ -296,7 +298,7 @@ def test_lane_blocks_align_with_weight_blocks(t, lanes, span):
     raw, deq = quantized(t, rows, k, seed=10)
     x = placeholder((1, k), "float32", name="x")
     graph, _ = build_graph([x @ Tensor.from_numpy(np.zeros((rows, k), np.float32), name="w").T])
-    quantize_graph(graph, {"w": t})
+    quantize_graph(graph, {"w": t}, activations="f32")
     prog = compile_with(graph, "c")
     (fn,) = [f for f in prog.artifacts["kernel_ir"].functions if f.linkage == "kernel"]
     f16 = {p.name for p in fn.params if p.pointer and p.dtype.value == "float16"}

@@ -42,7 +42,9 @@ def reference(smollm2_gguf):
 
 @pytest.fixture(scope="module")
 def session(smollm2_gguf):
-    return chat.open_chat(smollm2_gguf, max_tokens=MAX_TOKENS, options=SamplingOptions(temperature=0.0))
+    # float activations: transformers is the reference (8-bit ones follow llama.cpp: test_llamacpp_agreement)
+    return chat.open_chat(smollm2_gguf, max_tokens=MAX_TOKENS, options=SamplingOptions(temperature=0.0),
+                          activations="f32")
 
 
 def test_two_turns_match_transformers(session, reference):

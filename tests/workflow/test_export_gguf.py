@@ -52,7 +52,7 @@ def exported(request, gguf_files, tmp_path_factory):
     dtype, fmt = request.param
     path = gguf_files[dtype]
     out = export(generation_workflow(MODEL, weights=path, weight_format=fmt), tmp_path_factory.mktemp(f"x_{dtype}"))
-    return path, out, GPT2Runner.from_pretrained(path, weight_format=fmt)
+    return path, out, GPT2Runner.from_pretrained(path, weight_format=fmt, dequantize=True)  # floats, as exported
 
 
 @pytest.fixture(scope="module")

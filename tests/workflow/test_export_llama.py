@@ -234,7 +234,7 @@ def test_smollm2_chat_is_the_python_chats(smollm2_gguf, smollm2_export, smollm2_
     stopping at the same end-of-turn token, which the Python chat does not yield), and the chat
     prompt's ids are the Python chat's."""
     wf, out = smollm2_export
-    question = "What is the capital of France?"
+    question = "What is the capital of Germany?"  # (France: the 8-bit path answers as llama.cpp, at length)
     session = smollm2_session
     session.system = system
     session.reset()
@@ -255,7 +255,7 @@ def test_smollm2_chat_is_the_python_chats(smollm2_gguf, smollm2_export, smollm2_
     assert session.last.stop_reason == "end_of_turn" and len(want) >= 5
     assert got[:-1] == want and got[-1] in wf.stops  # the library emits the stop token (text: none)
     text = cli(out.cli, *args)
-    assert text.returncode == 0 and "Paris" in text.stdout
+    assert text.returncode == 0 and "Berlin" in text.stdout
     assert text.stdout.strip() == "".join(piece for _, piece in answer).strip()
 
 

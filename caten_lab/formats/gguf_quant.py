@@ -30,7 +30,6 @@ the round-trip error is at most half a grid step (the step itself rounded up by 
 
 from __future__ import annotations
 
-import gguf
 import numpy as np
 
 from caten_lab.formats.rules import FormatError
@@ -223,6 +222,8 @@ def quantize(w: np.ndarray, ggml_type: object) -> np.ndarray:
     if not np.isfinite(w).all():
         raise FormatError("quantize: the weight holds NaN or inf", hint="quantize finite weights only")
     if t not in ("Q4_K", "Q5_K", "Q6_K"):
+        import gguf  # not at import time: the package takes ~50 ms to import, and only this needs it
+
         out = np.ascontiguousarray(gguf.quants.quantize(w, gguf.GGMLQuantizationType[t]))
         return out.view(np.uint8).reshape(w.shape[0], rb)
     x = w.reshape(-1, 256)
