@@ -48,7 +48,7 @@ from caten_lab.codegen.markers import KERNEL_END, LINKAGE_MACRO, kernel_begin
 from caten_lab.codegen.team import uses_team
 from caten_lab.errors import CompileError
 
-RUNTIME_HEADERS = ("runtime.h", "int_div.h", "index_check.h", "quant.h", "qgemm_tmp.h", "team.h")
+RUNTIME_HEADERS = ("runtime.h", "int_div.h", "index_check.h", "quant.h", "team.h")
 
 
 def c_file(name: str) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from bad_inputs import Case
+from caten_lab.formats.gguf_quant import dequantize, quantize
 from caten_lab.formats.rules import FormatError
 from caten_lab.frontend import Tensor, build_graph, placeholder
-from caten_lab.formats.gguf_quant import dequantize, quantize
 from caten_lab.models.quant_graph import quantize_graph, raw_input_specs, raw_inputs
 
 

@@ -18,9 +18,9 @@ import caten_lab.codegen.kir as kir
 from caten_lab.codegen.kir_walk import loads_of, vars_of, walk
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.config import settings
+from caten_lab.formats import gguf_quant as gq
 from caten_lab.formats.rules import FormatError
 from caten_lab.frontend import Sym, Tensor, build_graph, placeholder
-from caten_lab.formats import gguf_quant as gq
 from caten_lab.models.quant_graph import (
     RAW_SUFFIXES,
     SUFFIX_DTYPES,
