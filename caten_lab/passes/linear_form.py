@@ -2,14 +2,15 @@
 
 ``F.linear(x, W)`` with ``x`` (..., k) and ``W`` (n, k) is traced as
 
-    xb = view(x, (..., n, k))        # x broadcast along n (maybe through several views: a reshape of heads)
+    xb = view(x, (..., n, k))        # x broadcast along n (x maybe a view: attention heads as rows)
     wb = view(W, (..., n, k))        # W broadcast along the leading axes (maybe through W.T and back)
     y = reduce(mul(xb, wb), add, axes=(last,))           # (..., n, 1)
 
-:func:`linear_uses` recognizes that shape from a view of the weight, exactly: each side's chain of unmasked
-views is composed into the flat index it reads (:func:`caten_lab.passes.indexing.unravel`), which must be
-``k * j + c`` into ``W`` and the row-major index of ``(..., c)`` into ``x`` (so a match means
-``y[..., j, 0] = sum_c x[..., c] * W[j, c]``): what a rewrite needs to replace the sum by another way of
+:func:`linear_uses` recognizes that shape from a view of the weight, exactly: the weight side's chain of
+unmasked views is composed into the flat index it reads in ``W`` (:func:`caten_lab.passes.indexing.unravel`),
+which must be ``k * j + c``, and ``xb`` must read its operand ``x`` at the row-major index of ``(..., c)``
+(``x`` itself may be a view: attention heads transposed back to rows). So a match means
+``y[..., j, 0] = sum_c x[..., c] * W[j, c]``: what a rewrite needs to replace the sum by another way of
 computing the same product (a quantized matmul over the weight's file blocks,
 :mod:`caten_lab.models.quant_graph`). Anything else is no match.
 """
@@ -89,9 +90,10 @@ def linear_uses(g: Graph, wb: Node) -> list[LinearUse]:
         xb = g.producer_of(other) if isinstance(other, Value) else None
         if xb is None or xb.op != "view" or xb.attrs.mask is not None or tuple(xb.attrs.shape) != shape:
             continue
-        below = _base(g, xb, coords, bounds)
-        if below is None or below[0].dtype != mul.dtype or numel(tuple(below[0].shape)) != numel((*lead, k)):
+        x = g.producer_of(xb.reads[0]) if isinstance(xb.reads[0], Value) else None
+        if x is None or x.dtype != mul.dtype or numel(tuple(x.shape)) != numel((*lead, k)):
             continue
-        if _is(below[1], want):
-            out.append(LinearUse(sums[0], mul, wb, below[0].out))
+        # xb reads its operand (itself maybe a transposing view: heads) in the operand's row-major order
+        if _is(flat_index(coords, xb.attrs.strides, xb.attrs.offset), want):
+            out.append(LinearUse(sums[0], mul, wb, x.out))
     return out
