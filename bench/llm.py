@@ -8,9 +8,9 @@ metadata), ``smollm2-Q4_1`` (the real SmolLM2-135M-Instruct file: ``$CATEN_SMOLL
 Systems, each row in its own process (OMP_WAIT_POLICY=PASSIVE, the thread count for OpenMP, caten_lab
 and torch), the systems alternating run after run:
 - ``llamacpp``: the xllamacpp wheel through tests/refs/llamacpp.py (its server's own timings);
-- ``caten_lab``: ``GPT2Runner`` / ``LlamaRunner.from_pretrained(file)`` defaults (column ``ran``: a Llama
-  GGUF keeps its quantized blocks, dequantized inside the kernels; GPT2Runner dequantizes a GGUF to
-  float32 and runs fp32);
+- ``caten_lab``: ``GPT2Runner`` / ``LlamaRunner.from_pretrained(file)`` defaults (column ``ran``: the file's
+  blocks kept, the quantized ones multiplied with 8-bit activations in integer block dot products as
+  llama.cpp does, F16/F32 ones read as floats);
 - ``transformers``: ``from_pretrained(dir, gguf_file=...)``, dequantized to float32.
 
 Columns: decode tokens/s (``--gen`` greedy tokens after the prompt, EOS ignored), prefill tokens/s (the
@@ -24,6 +24,10 @@ greedy tokens equal to llama.cpp's; peak RSS: the largest over the row's process
     python bench/llm.py                      # every file, threads 1 and 2, 128 tokens, 3 runs (long)
     python bench/llm.py --quick              # gpt2-f32 + smollm2-Q4_1, 2 threads, 16 tokens, 1 run
     python bench/llm.py --files smollm2-Q4_1 --systems llamacpp,caten_lab --json out.json
+    python bench/llm.py --busy --threads-list 2  # another process keeps a core busy meanwhile
+
+``--busy``: a busy-looping process runs through every measurement (a second core someone else uses); the
+ratio keys then end in ``+busy``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,14 +90,14 @@ def file_path(name: str) -> Path:
 def _caten_lab(row: dict, path: Path, prompt: list[int], gen: int) -> None:
     if row["family"] == "gpt2":
         from caten_lab.models.gpt2 import GPT2Runner as Runner
-
-        row["ran"] = "fp32 (dequant)"
     else:
         from caten_lab.models.llama import LlamaRunner as Runner
+    from caten_lab.formats.act_quant import QUANT_MATMUL_TYPES
 
-        row["ran"] = "gguf blocks"
     t0 = time.perf_counter()
     runner = Runner.from_pretrained(path)
+    quantized = {str(t) for t in runner.raw_types.values()} & set(QUANT_MATMUL_TYPES)
+    row["ran"] = "gguf blocks" + (", 8-bit act." if quantized and runner.activations == "q8" else "")
     first = list(runner.stream(prompt, 1))
     row["ttft_s"] = time.perf_counter() - t0  # load + trace + compile (or the caches) + prefill + sample
     if not gen:
@@ -100,8 +105,7 @@ def _caten_lab(row: dict, path: Path, prompt: list[int], gen: int) -> None:
     row["tokens"] = runner.generate(prompt, gen)[len(prompt) :]  # warm-up of the decode steps
     assert row["tokens"][:1] == first
     runner.generate(prompt, gen)
-    st = runner.stats
-    row["decode_tok_s"] = len(st.step_times) / sum(st.step_times)
+    row["decode_tok_s"] = runner.stats.decode_tok_s  # steps and greedy sampling, as llama.cpp's timing
     runner.forward(prompt, 0)
     t = time.perf_counter()
     runner.forward(prompt, 0)
@@ -226,6 +230,7 @@ def bench_file(
     runs: int,
     table: Table,
     cache_dir: Path | None = None,
+    busy: bool = False,
 ) -> list[dict]:
     path = file_path(name)
     (text,) = llamacpp.tokenize(path, [LIGHTHOUSE])
@@ -233,6 +238,20 @@ def bench_file(
         sys.exit(f"--prefill {n_prefill}: the text has only {len(text)} tokens for {name}")
     prompt = text[:n_prefill]
     print(f"{name}: {path.name} ({llm_files.describe(path)})", flush=True)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    try:
+        rows = _bench_threads(name, path, prompt, systems, threads_list, gen, runs, table, cache_dir)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    for r in rows:
+        r["busy"] = busy
+    return rows
+
+
+def _bench_threads(name: str, path: Path, prompt: list[int], systems: list[str], threads_list: list[int], gen: int,
+                   runs: int, table: Table, cache_dir: Path | None) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_llm_") as tmp:
         ids_file = Path(tmp) / "ids.json"
@@ -277,6 +296,7 @@ def main() -> None:
         help="caten_lab's compile cache for every process (default: an empty one per row, so ttft_cold_s is "
         "cold; with this it is the time on whatever DIR holds)",
     )
+    ap.add_argument("--busy", action="store_true", help="a busy-looping process runs meanwhile (a busy core)")
     ap.add_argument("--worker")
     ap.add_argument("--family")
     ap.add_argument("--file")
@@ -305,13 +325,13 @@ def main() -> None:
     )
     table, rows = Table(COLUMNS, width=11), []
     for name in files:
-        rows += bench_file(name, systems, threads_list, gen, args.prefill, runs, table, args.cache_dir)
+        rows += bench_file(name, systems, threads_list, gen, args.prefill, runs, table, args.cache_dir, args.busy)
     ratios: dict[str, dict[str, float]] = {"decode_vs_llamacpp": {}, "prefill_vs_llamacpp": {}}
     for r in rows:
         if r["system"] == "caten_lab":
             for key, d in ratios.items():
                 if r.get(key) is not None:
-                    d[f"{r['file']}@{r['threads']}t"] = r[key]
+                    d[f"{r['file']}@{r['threads']}t" + ("+busy" if r.get("busy") else "")] = r[key]
     print("\ncaten_lab / llama.cpp:")
     for key, d in ratios.items():
         print(f"  {key}: " + ", ".join(f"{k} {v:.2f}x" for k, v in d.items()))
@@ -323,6 +343,7 @@ def main() -> None:
                     "prefill": args.prefill,
                     "runs": runs,
                     "threads": threads_list,
+                    "busy": args.busy,
                     "rows": rows,
                     "ratios": ratios,
                 },
