@@ -83,7 +83,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-REAL_QUESTION = "What is the capital of France?"
+REAL_QUESTION = "What is the capital of Germany?"
 
 
 def _demo_real(name: str) -> None:
@@ -178,7 +178,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     for label, path in (("library", res.library), ("header", res.header), ("command", res.cli)):
         print(f"  {label:8s} {path}")
     if args.workflow == "generate" and wf.chat is not None and wf.tokenizer_keys:
-        print(f'try: {res.cli} --model {model_dir} --chat --prompt "What is the capital of France?"')
+        print(f'try: {res.cli} --model {model_dir} --chat --prompt "What is the capital of Germany?"')
     elif args.workflow == "generate":
         example = f'--prompt "{DEFAULT_PROMPT}" --tokens 40 --temperature 0.8 --top-k 40'
         print(f"try: {res.cli} --weights {model_dir} {example}")

@@ -35,8 +35,8 @@ class GPT2Weights:
     config: GPT2Config
     state_dict: dict[str, np.ndarray]
     source: str
-    # GGUF read with dequantize=False: the 2-D weights stored in another type than F32, under the model's
-    # names and in its (out, in) layout (the file's), name -> (ggml type name, the mapped data)
+    # GGUF read with dequantize=False: the 2-D weights as the file stores them, under the model's names and
+    # in its (out, in) layout (the file's), name -> (ggml type name, the mapped data)
     raw: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
 
 
@@ -269,7 +269,7 @@ def gguf_tensor_name(hf_name: str) -> str | None:
 
 def load_gguf(path: str | os.PathLike, *, dequantize: bool = True) -> GPT2Weights:
     """Load a GPT-2 GGUF file (tensors f32, f16, bf16 or a quantized type; dequantized to float32). With
-    ``dequantize=False`` the 2-D weights stored in another type stay as the file's bytes (``raw``).
+    ``dequantize=False`` the 2-D weights stay the file's mapped bytes (``raw``), whatever their type.
 
     The layout (formats/gguf_layout.py: alignment, bounds, overlap, sizes), the config, the tensor
     names and shapes are validated before a tensor is dequantized."""
@@ -313,9 +313,9 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = True) -> GPT2Weight
     sd: dict[str, np.ndarray] = {}
     raw: dict[str, tuple[str, np.ndarray]] = {}
     for name, t in names.items():
-        kind = t.tensor_type.name  # type: ignore[attr-defined]
-        if not dequantize and len(t.shape) == 2 and kind != "F32":  # type: ignore[attr-defined]
-            raw[name] = (kind, t.data)  # type: ignore[attr-defined]  # rows (out) of K (in): the model's layout
+        if not dequantize and len(t.shape) == 2:  # type: ignore[attr-defined]
+            # the mapped bytes, F32 included (no copy): rows (out) of K (in), the model's layout
+            raw[name] = (t.tensor_type.name, t.data)  # type: ignore[attr-defined]
             continue
         arr = f.dequantized(t)
         if name.endswith(TRANSPOSED_WEIGHTS):

@@ -1,13 +1,21 @@
-"""GGUF-quantized weights read in place: the dequantization as AIR over the tensor's own bytes.
+"""GGUF-quantized weights read in place: matmuls over the tensor's own bytes.
 
-:func:`quantize_graph` rewrites a float32 weight input (out, in) of a traced graph into an expression
-over *raw inputs*: the tensor's bytes exactly as they sit in the GGUF file, bound once per dtype the
-arithmetic needs. AIR has no bitcast, but a ``view`` is a strided window over its operand's storage,
-so the same bytes bound as ``float16``, ``uint8`` and ``int8`` arrays give the block scales (strided
-f16 views), the packed quants (uint8 views, nibbles by ``// 16`` and ``% 16``, high bits by constant
-divisions chosen with ``where``) and signed scales (int8 views). Every op on the way is elementwise,
-so the scheduler inlines the dequantization into the kernel that reads the weight — the matvec, the
-matmul, the embedding's one-hot gather — and no float copy of the weight ever exists.
+:func:`quantize_graph` rewrites a float32 weight input (out, in) of a traced graph to read *raw inputs*:
+the tensor's bytes exactly as they sit in the GGUF file, bound once per dtype the arithmetic needs.
+
+- A linear use ``x @ W.T`` (:func:`caten_lab.passes.linear_form.linear_uses`) of a quantized weight becomes,
+  with ``activations="q8"`` (the default), ``quant_matmul(quant_rows(x), W's bytes)``: the rows of ``x``
+  rounded to 8 bits in blocks and integer block dot products, as llama.cpp computes it (the AIR ops and
+  their arithmetic: :mod:`caten_lab.formats.act_quant`; the kernels: codegen/lower_quant.py). About 0.3% of
+  perplexity on SmolLM2 (bench/quant_accuracy.py).
+- Every other use (an embedding's row lookup; any use with ``activations="f32"``; F32, F16 and BF16
+  weights) reads the weight's dequantization written as AIR over the bytes. AIR has no bitcast, but a
+  ``view`` is a strided window over its operand's storage, so the same bytes bound as ``float16``,
+  ``uint8`` and ``int8`` arrays give the block scales (strided f16 views), the packed quants (uint8 views,
+  nibbles by ``// 16`` and ``% 16``, high bits by constant divisions chosen with ``where``) and signed
+  scales (int8 views). Every op on the way is elementwise, so the scheduler inlines the dequantization
+  into the kernel that reads the weight (the matvec, the matmul, the embedding's one-hot gather) and no
+  float copy of the weight ever exists.
 
 **Raw-input naming convention** (the exported C binds the same inputs straight from the file): a
 weight ``W`` stored as ggml type ``T`` becomes the inputs ``W#<s>`` for each suffix ``s`` of
@@ -19,8 +27,9 @@ tensor's offset in the file) seen as a flat array of dtype ``SUFFIX_DTYPES[s]`` 
     Q6_K: W#f16 W#u8 W#i8
 
 :func:`raw_input_specs` gives (dtype, element count) per name without any data; :func:`raw_inputs`
-gives the NumPy views (zero copy) of a uint8 buffer (a memory-mapped file slice). The block layouts
-are documented in :mod:`caten_lab.formats.gguf_quant`.
+gives the NumPy views (zero copy) of a uint8 buffer (a memory-mapped file slice): bind those the rewritten
+graph has as inputs (a weight read only by quantized matmuls keeps its byte view alone, ``W#u8`` or
+``W#i8``). The block layouts are documented in :mod:`caten_lab.formats.gguf_quant`.
 """
 
 from __future__ import annotations

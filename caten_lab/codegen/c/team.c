@@ -81,9 +81,21 @@ static void cl_team_forked(void) { /* the child has no workers: start again */
 }
 __attribute__((constructor)) static void cl_team_load(void) { pthread_atfork(0, 0, cl_team_forked); }
 static void cl_set_team(int n) { cl_team.wanted = n < 1 ? 1 : n > CL_TEAM_MAX ? CL_TEAM_MAX : n; }
+/* A library nobody told its thread count (caten_set_threads: the Python runtime always does; an exported
+   library's own program may not): CATEN_THREADS, else OMP_NUM_THREADS, else the online CPUs. */
+static int cl_team_default(void) {
+  const char *names[] = {"CATEN_THREADS", "OMP_NUM_THREADS"};
+  for (int i = 0; i < 2; i++) {
+    const char *v = getenv(names[i]);
+    if (v && atoi(v) > 0) return atoi(v);
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
 /* Run fn(arg) on the team's threads (the caller is thread 0); serial when the team is busy (another
    thread of the process is running this library) or wanted at one thread. */
 static void cl_team_run(void (*fn)(void *), void *arg) {
+  if (!cl_team.wanted) cl_set_team(cl_team_default());
   int n = cl_team.wanted;
   if (n <= 1 || pthread_mutex_trylock(&cl_team.run) != 0) { fn(arg); return; }
   if (cl_team.solo > 0) { /* the team was starved lately: alone for a while, then try again */

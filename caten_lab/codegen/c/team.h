@@ -20,6 +20,8 @@
    they run is unmapped (dlclose), and a fork()ed child starts without workers. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #define CL_TEAM_MAX 64
 #define CL_TEAM_BARRIER_SPIN 4096 /* pauses before a waiting thread starts yielding its core */
