@@ -372,9 +372,7 @@ def _entry(w: Writer, program: Program, entry: str) -> None:
     if team:  # the team's state, once per library (its kernels may be in other translation units)
         for line in c_file("team.c").rstrip("\n").split("\n"):
             w.emit(line)
-        w.emit("void caten_set_threads(int n) { cl_set_threads(n); cl_set_team(n); }")
-    else:
-        w.emit("void caten_set_threads(int n) { cl_set_threads(n); }")
+    w.emit("void caten_set_threads(int n) { cl_set_threads(n); CL_SET_TEAM(n); }")
     run = f"void {entry}(void **b, const int64_t *sym, int64_t *err)"
     prof = f"void {entry}_profile(void **b, const int64_t *sym, int64_t *err, double *prof)"
     if not program.calls:
@@ -400,13 +398,7 @@ def _entry(w: Writer, program: Program, entry: str) -> None:
         w.emit(f"{len(c.buffers)},", c.origin, 1)
     w.emit("};")
     n, maxp = len(program.calls), max(len(fns[c.fn].params) for c in program.calls)
-    if team:  # every thread of the team walks the table (codegen/team.py)
-        w.emit("typedef struct { void **b; const int64_t *sym; int64_t *err; double *prof; } cl_step_args;")
-        w.emit(f"static void cl_step(void *a) {{ cl_step_args *s = (cl_step_args *)a; void *p[{maxp}]; "
-               f"cl_run_team_table(cl_calls, cl_args, cl_argc, {n}, p, s->b, s->sym, s->err, s->prof); }}")
-        w.emit(f"{run} {{ cl_step_args a = {{b, sym, err, 0}}; cl_team_run(cl_step, &a); }}")
-        w.emit(f"{prof} {{ cl_step_args a = {{b, sym, err, prof}}; cl_team_run(cl_step, &a); }}")
-        return
-    table = f"cl_run_table(cl_calls, cl_args, cl_argc, {n}, p, b, sym, err"
-    w.emit(f"{run} {{ void *p[{maxp}]; {table}, 0); }}")
-    w.emit(f"{prof} {{ void *p[{maxp}]; {table}, prof); }}")
+    table = f"cl_call_args a = {{cl_calls, cl_args, cl_argc, {n}, {maxp}, b, sym, err"
+    go = "cl_team_run(cl_team_step, &a)" if team else "cl_run_table(&a)"  # the team: every thread walks it
+    for head, last in ((run, "0"), (prof, "prof")):
+        w.emit(f"{head} {{ {table}, {last}}}; {go}; }}")

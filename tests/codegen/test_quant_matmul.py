@@ -136,3 +136,25 @@ def test_linear_form_matches_exactly():
         (wn,) = [n for n in graph.inputs() if n.attrs.name == "w"]
         found = [u for v in graph.users_of(wn.out) for u in linear_uses(graph, v)]
         assert len(found) == want
+
+
+def test_quant_ops_refuse_what_does_not_fit():
+    """Building the ops checks their operands: what was wrong, which op, what to do."""
+    from caten_lab.air.graph import Graph
+    from caten_lab.errors import AirError
+
+    g = Graph()
+    x = g.insert("allocate", [], shape=(2, 48), dtype="float32", name="x")
+    with pytest.raises(AirError, match="no whole number of 32-value blocks"):
+        g.insert("quant_rows", [x], block=32)
+    with pytest.raises(AirError, match="32 or 256"):
+        g.insert("quant_rows", [g.insert("allocate", [], shape=(2, 64), dtype="float32", name="y")], block=64)
+    xq = g.insert("quant_rows", [g.insert("allocate", [], shape=(2, 64), dtype="float32", name="z")], block=32)
+    w = g.insert("allocate", [], shape=(3 * 40,), dtype="uint8", name="w")  # Q4_1 (3, 64) takes 120 bytes
+    assert g.producer_of(g.insert("quant_matmul", [xq, w], wtype="Q4_1", n=3, k=64)).shape == (2, 3)
+    with pytest.raises(AirError, match=r"\(3, 64\) Q4_0 tensor \(108 bytes\), got uint8\(120,\)"):
+        g.insert("quant_matmul", [xq, w], wtype="Q4_0", n=3, k=64)  # Q4_0 rows are 36 bytes: 108
+    with pytest.raises(AirError, match="does not read F16"):
+        g.insert("quant_matmul", [xq, w], wtype="F16", n=3, k=64)
+    with pytest.raises(AirError, match="from quant_rows"):
+        g.insert("quant_matmul", [w, w], wtype="Q4_1", n=3, k=64)

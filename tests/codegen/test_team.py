@@ -75,7 +75,7 @@ def test_the_rewrite_leaves_no_parallel_loop_and_guards_shared_writes():
     stmts = [s for f in kir.functions for s in walk(f.body)]
     assert not any(isinstance(s, k.For) and s.parallel is not None for s in stmts)
     assert any(team_chunks(s) for s in stmts)
-    assert "omp parallel" not in prog.c_source and "cl_team_run(cl_step" in prog.c_source
+    assert "omp parallel" not in prog.c_source and "cl_team_run(cl_team_step" in prog.c_source
     for f in kir.functions:
         if f.linkage != "kernel" or any(team_chunks(s) for s in walk(f.body)):
             continue

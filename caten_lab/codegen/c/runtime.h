@@ -112,16 +112,26 @@ typedef void (*cl_kernel)(void **, const int64_t *, int64_t *);
 static double cl_now(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
-static inline void cl_run_table(const cl_kernel *calls, const int32_t *args, const int32_t *argc, int32_t n,
-                                void **p, void **b, const int64_t *sym, int64_t *err, double *prof) {
+/* One call of a program: its table and the caller's buffers (caten_run builds it). */
+typedef struct {
+  const cl_kernel *calls;
+  const int32_t *args, *argc;
+  int32_t n, maxp;
+  void **b;
+  const int64_t *sym;
+  int64_t *err;
+  double *prof;
+} cl_call_args;
+static inline void cl_run_table(const cl_call_args *a) {
+  void *p[a->maxp];
   int32_t k = 0;
-  for (int32_t c = 0; c < n; c++) {
-    for (int32_t i = 0; i < argc[c]; i++) p[i] = b[args[k + i]];
-    k += argc[c];
-    double t0 = prof ? cl_now() : 0.0;
-    calls[c](p, sym, err);
-    if (prof) prof[c] += cl_now() - t0;
-    if (err[0]) { err[4] = c; return; }
+  for (int32_t c = 0; c < a->n; c++) {
+    for (int32_t i = 0; i < a->argc[c]; i++) p[i] = a->b[a->args[k + i]];
+    k += a->argc[c];
+    double t0 = a->prof ? cl_now() : 0.0;
+    a->calls[c](p, a->sym, a->err);
+    if (a->prof) a->prof[c] += cl_now() - t0;
+    if (a->err[0]) { a->err[4] = c; return; }
   }
 }
 static inline void cl_set_threads(int n) {

@@ -81,6 +81,8 @@ static void cl_team_forked(void) { /* the child has no workers: start again */
 }
 __attribute__((constructor)) static void cl_team_load(void) { pthread_atfork(0, 0, cl_team_forked); }
 static void cl_set_team(int n) { cl_team.wanted = n < 1 ? 1 : n > CL_TEAM_MAX ? CL_TEAM_MAX : n; }
+#undef CL_SET_TEAM
+#define CL_SET_TEAM(n) cl_set_team(n)
 /* A library nobody told its thread count (caten_set_threads: the Python runtime always does; an exported
    library's own program may not): CATEN_THREADS, else OMP_NUM_THREADS, else the online CPUs. */
 static int cl_team_default(void) {

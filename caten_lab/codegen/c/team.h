@@ -68,22 +68,28 @@ static inline int cl_team_single(void) {
   return cl_team_nth <= 1 || __atomic_fetch_add(&cl_team_next, 1, __ATOMIC_RELAXED) == 0;
 }
 
-/* The entry's call table walked by every thread of the team (cl_run_table's team twin): a barrier after
-   each call, so the next kernel reads complete outputs; every thread sees the first error after it and
-   stops. prof (or NULL): the first thread times each call, its barrier included. */
-static inline void cl_run_team_table(const cl_kernel *calls, const int32_t *args, const int32_t *argc, int32_t n,
-                                     void **p, void **b, const int64_t *sym, int64_t *err, double *prof) {
+/* The entry's call table walked by every thread of the team (cl_run_table's team twin; the entry runs
+   cl_team_run(cl_team_step, &args)): a barrier after each call, so the next kernel reads complete outputs;
+   every thread sees the first error after it and stops. prof (or NULL): the first thread times each call,
+   its barrier included. */
+static inline void cl_team_step(void *arg) {
+  const cl_call_args *a = (const cl_call_args *)arg;
+  void *p[a->maxp];
   int32_t k = 0;
-  for (int32_t c = 0; c < n; c++) {
-    for (int32_t i = 0; i < argc[c]; i++) p[i] = b[args[k + i]];
-    k += argc[c];
-    double t0 = prof && cl_team_tid == 0 ? cl_now() : 0.0;
-    calls[c](p, sym, err);
+  for (int32_t c = 0; c < a->n; c++) {
+    for (int32_t i = 0; i < a->argc[c]; i++) p[i] = a->b[a->args[k + i]];
+    k += a->argc[c];
+    double t0 = a->prof && cl_team_tid == 0 ? cl_now() : 0.0;
+    a->calls[c](p, a->sym, a->err);
     cl_team_barrier();
-    if (prof && cl_team_tid == 0) prof[c] += cl_now() - t0;
-    if (__atomic_load_n(&err[0], __ATOMIC_RELAXED)) {
-      if (cl_team_tid == 0) err[4] = c;
+    if (a->prof && cl_team_tid == 0) a->prof[c] += cl_now() - t0;
+    if (__atomic_load_n(&a->err[0], __ATOMIC_RELAXED)) {
+      if (cl_team_tid == 0) a->err[4] = c;
       return;
     }
   }
 }
+/* caten_set_threads: the team's size too, in a library that has one (team.c defines it) */
+#ifndef CL_SET_TEAM
+#define CL_SET_TEAM(n) ((void)(n))
+#endif
