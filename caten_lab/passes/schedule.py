@@ -422,6 +422,10 @@ def _refusal(plan: _Plan, n: Node, kernels: set[int], heavy: dict[str, bool]) ->
     v = n.out
     if len(kernels) > 1 and heavy[v]:
         return f"read by {len(kernels)} kernels and holds a reduction: fusing would recompute it in each"
+    if n.op == "quant_matmul":
+        coords = plan.req[next(iter(kernels))].get(v, set())
+        return (f"a quantized matmul its reader needs at {len(coords)} coordinate tuples or inside a reduce "
+                "stage: computed once, each element a dot product")
     if n.op == "reduce":
         kid = next(iter(kernels))
         coords = plan.req[kid].get(v, set())
@@ -456,8 +460,12 @@ def _describe(nodes: list[Node], g: Graph) -> str:
             label = "quantize"
         else:
             continue
-        if label not in parts:
-            parts.insert(0, label) if n.op in ("quant_matmul", "quant_rows") else parts.append(label)
+        if label in parts:
+            continue
+        if n.op in ("quant_matmul", "quant_rows"):  # what the kernel is for, before its epilogue's ops
+            parts.insert(0, label)
+        else:
+            parts.append(label)
     return "_".join(parts[:4]) or "copy"
 
 
