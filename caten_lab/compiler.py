@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from caten_lab.air.dtypes import DType
 from caten_lab.air.entry_checks import EntryChecks, entry_checks
 from caten_lab.air.graph import Graph, state_outputs
 from caten_lab.air.interpreter import interpret
+from caten_lab.air.serialize import decode_value, encode_value
 from caten_lab.air.symbolic import Expr, evaluate
 from caten_lab.codegen.kir_json import function_meta
 from caten_lab.codegen.passes import pipeline_options
@@ -125,10 +127,12 @@ def bind_symbols(
 class Program:
     """A compiled program. Call it: ``prog({"x": x}, {"seq": 7}) -> [outputs...]``."""
 
-    graph: Graph
+    graph: Graph | None  # None: loaded by its interface (load_program)
     backend: str
     safety: int
-    compiled_graph: Graph | None = None  # the graph after the graph passes (kernel node ids refer to it)
+    # the graph after the graph passes (kernel node ids refer to it). A factory default leaves no class attribute,
+    # so one that load_program left undecoded reaches __getattr__
+    compiled_graph: Graph | None = field(default_factory=lambda: None)
     schedule: Schedule | None = None
     memory_plan: MemoryPlan | None = None
     trace: Any = None
@@ -145,14 +149,23 @@ class Program:
     # when the compile and the last profile ran (time.time() epochs and their parts, seconds): the
     # Inspector's Profile pane lays these out on the cell's timeline
     timings: dict[str, float] = field(default_factory=dict)
+    artifact_key: str | None = None  # the compile-cache entry it came from or went to (default pipeline only)
+    interface: dict | None = None  # instead of ``graph``: what calls need of it (:meth:`interface_json`)
     _lib: Any = None
     _checks: dict[int, tuple[str, list[int], list[int]]] = field(default_factory=dict)
     _lock: Any = field(default_factory=threading.Lock)  # one run at a time: calls share the workspace
 
     def __post_init__(self) -> None:
+        if self.graph is None:  # loaded by its interface (load_program): no graph at hand
+            self._from_interface(self.interface or {})
+            return
         self.symbols = graph_symbols(self.graph)
         self.input_shapes = {n.attrs.name: (n.shape, n.dtype) for n in self.graph.inputs()}
         self.state_writes = state_outputs(self.graph)
+        self._tables()
+        self.entry: EntryChecks = entry_checks(self.graph, self.compiled_graph)
+
+    def _tables(self) -> None:
         self._shape_only = {k: v[0] for k, v in self.input_shapes.items()}
         self._sym_sources = symbol_sources(self._shape_only)
         self._static_shapes = {k: tuple(s) for k, s in self._shape_only.items() if all(type(d) is int for d in s)}
@@ -161,7 +174,29 @@ class Program:
         self._input_names = tuple(self._shape_only)
         self._want_shapes = tuple(w for _, w, _ in self._input_table)  # None where symbolic
         self._symbolic_shapes = [(i, shape) for i, (_, w, shape) in enumerate(self._input_table) if w is None]
-        self.entry: EntryChecks = entry_checks(self.graph, self.compiled_graph)
+
+    def interface_json(self) -> dict:
+        """What a call needs of the graph, as JSON data: the inputs (name, shape, dtype), the symbols, the
+        outputs that update inputs in place, the entry checks. :func:`load_program` builds a program from it
+        and the compile cache, with no graph (a runner's warm start, models/warm_start.py)."""
+        return {"inputs": [[k, encode_value(tuple(shape)), dt.value] for k, (shape, dt) in self.input_shapes.items()],
+                "symbols": list(self.symbols), "state_writes": [[i, b] for i, b in self.state_writes.items()],
+                "entry": self.entry.to_json()}
+
+    def _from_interface(self, d: dict) -> None:
+        self.symbols = [str(x) for x in d["symbols"]]
+        self.input_shapes = {str(k): (tuple(decode_value(shape)), DType(dt)) for k, shape, dt in d["inputs"]}
+        self.state_writes = {int(i): str(b) for i, b in d["state_writes"]}
+        self._tables()
+        self.entry = EntryChecks.from_json(d["entry"])
+
+    def __getattr__(self, name: str) -> Any:  # only reached for a compiled graph not decoded yet
+        load = self.__dict__.get("_compiled_loader") if name == "compiled_graph" else None
+        if load is None:
+            raise AttributeError(name)
+        g = self.__dict__["compiled_graph"] = load()
+        del self.__dict__["_compiled_loader"]
+        return g
 
     # ---- running -------------------------------------------------------------------------
     def __call__(self, inputs: Mapping[str, Any] | None = None, symbols: Mapping[str, int] | None = None) -> list[np.ndarray]:
@@ -371,8 +406,7 @@ def compile(  # noqa: A001 - the public name the contract asks for
         graph.verify()
         return Program(graph, "numpy", safety, compile_s=time.perf_counter() - t0)
     from caten_lab.runtime import artifact_cache
-    from caten_lab.runtime.library import Library
-    from caten_lab.runtime.toolchain import build_library, toolchain
+    from caten_lab.runtime.toolchain import toolchain
 
     tc = toolchain(cfg.cc, cfg.cache_dir)
     tracing = trace or cfg.trace
@@ -394,19 +428,66 @@ def compile(  # noqa: A001 - the public name the contract asks for
             if key is not None:
                 artifact_cache.store(cfg.cache_dir, key, (compiled_graph, arts))
         compile_s = time.perf_counter() - t0
-        source = arts["c_source"]
-        # verified; force discards the cached one; the renderer's units let a big source build in parallel
-        built = build_library(source, tc, cfg.cache_dir, force=force, units=arts.get("c_units"))
+        built = _library(arts, tc, force)
+    prog = _program(graph, safety, arts, built, tc.flags, compiled_graph=compiled_graph, trace=pass_trace, key=key)
+    prog.timings.update(compile_start=started, passes_s=compile_s)
+    prog.compile_s = compile_s
+    if cfg.debug >= 1:
+        print(f"[caten] {prog.summary()}")
+        if cfg.debug >= 2:
+            print(f"[caten] library {built.path} (source {str(built.path)[:-3]}.c)")
+    return prog
+
+
+def load_program(key: str, interface: dict, *, safety: int | None = None) -> Program | None:
+    """The C program of compile-cache entry ``key`` (:attr:`Program.artifact_key`) with ``interface`` (its
+    :meth:`Program.interface_json`) standing in for the graph, or None when the entry or its library is gone
+    (the caller compiles). Nothing is traced, hashed or lowered: a runner's warm start
+    (models/warm_start.py). The compiled graph is decoded when something asks for it."""
+    from caten_lab.runtime import artifact_cache
+    from caten_lab.runtime.toolchain import toolchain
+
+    cfg = config()
+    safety = cfg.safety if safety is None else safety
+    t0 = time.perf_counter()
+    cached = artifact_cache.load(cfg.cache_dir, key, graph=False)
+    if cached is None:
+        return None
+    loader, arts = cached
+    tc = toolchain(cfg.cc, cfg.cache_dir)
+    built = _library(arts, tc, False)
+    prog = _program(None, safety, arts, built, tc.flags, key=key, interface=interface)
+    prog.__dict__.pop("compiled_graph", None)
+    prog.__dict__["_compiled_loader"] = loader
+    prog.compile_s = time.perf_counter() - t0
+    return prog
+
+
+def _library(arts: dict[str, Any], tc: Any, force: bool) -> Any:
+    """The built (or cached and verified) library of a pipeline result; the renderer's units let a big source
+    build in parallel; ``force`` discards a cached one."""
+    from caten_lab.runtime.toolchain import build_library
+
+    return build_library(arts["c_source"], tc, config().cache_dir, force=force, units=arts.get("c_units"))
+
+
+def _program(graph: Graph | None, safety: int, arts: dict[str, Any], built: Any, flags: tuple[str, ...], *,
+             compiled_graph: Graph | None = None, trace: Any = None, key: str | None = None,
+             interface: dict | None = None) -> Program:
+    """The Program of a pipeline result and its built library (loaded here)."""
+    from caten_lab.runtime.library import Library
+
     t_load = time.perf_counter()
     lib = Library(built.load_path or built.path)
     load_s = time.perf_counter() - t_load
     prog = Program(
-        graph, "c", safety, compiled_graph=compiled_graph, schedule=arts["schedule"], memory_plan=arts.get("memory_plan"), trace=pass_trace,
-        c_source=source, source_map=arts["source_map"], kernel_lines=arts["kernel_lines"], kernel_ir=arts.get("kernel_ir"),
-        compile_s=compile_s, cc_s=built.cc_s, flags=tc.flags, library_path=str(built.path), cached=built.cached,
-        artifacts=arts, _lib=lib,
+        graph, "c", safety, compiled_graph=compiled_graph, schedule=arts["schedule"], memory_plan=arts.get("memory_plan"),
+        trace=trace, c_source=arts["c_source"], source_map=arts["source_map"], kernel_lines=arts["kernel_lines"],
+        kernel_ir=arts.get("kernel_ir"), cc_s=built.cc_s, flags=tuple(flags),
+        library_path=str(built.path), cached=built.cached, artifacts=arts, artifact_key=key, interface=interface,
+        _lib=lib,
     )
-    prog.timings.update(compile_start=started, passes_s=compile_s, cc_s=built.cc_s, load_s=load_s)
+    prog.timings.update(cc_s=built.cc_s, load_s=load_s)
     meta = function_meta(arts["kernel_ir"])  # a cached program stays undecoded until it is looked at
     fn_checks = {name: m["checks"] for name, m in meta.items()}
     fn_of = {kn: name for name, m in meta.items() for kn in m["kernel_names"]}
@@ -414,10 +495,6 @@ def compile(  # noqa: A001 - the public name the contract asks for
         fname = fn_of.get(k.name, "")
         prog._checks[i] = (fname, k.node_ids, fn_checks.get(fname, []))
     prog.timings["compile_end"] = time.time()
-    if cfg.debug >= 1:
-        print(f"[caten] {prog.summary()}")
-        if cfg.debug >= 2:
-            print(f"[caten] library {built.path} (source {str(built.path)[:-3]}.c)")
     return prog
 
 

@@ -22,6 +22,7 @@ from math import gcd
 
 from caten_lab.air.graph import Graph
 from caten_lab.air.node import Node
+from caten_lab.air.serialize import decode_value, encode_value
 from caten_lab.air.symbolic import Dim, Expr, evaluate, smax, smin, symbols_of
 from caten_lab.errors import SymbolError
 
@@ -119,6 +120,19 @@ class EntryChecks:
         except ZeroDivisionError:  # a symbolic // or % whose divisor is 0 under this binding
             raise SymbolError(f"a shape or window divides by a symbol that is 0 under {dict(sym)}",
                               hint="bind the symbols to values that make every divisor positive") from None
+
+    def to_json(self) -> list:
+        """JSON data (a program's stored interface, models/warm_start.py); :meth:`from_json` rebuilds it."""
+        return [[encode_value(e), [[s.kind, s.node_id, s.op, s.source, encode_value(s.guards), encode_value(s.lo),
+                                    encode_value(s.hi), encode_value(s.size), s.buffer, encode_value(s.buffer_shape)]
+                                   for s in sites]] for e, sites in self.conditions]
+
+    @classmethod
+    def from_json(cls, data: list) -> EntryChecks:
+        return cls([(decode_value(e), tuple(Site(str(k), int(i), str(op), src, decode_value(g), decode_value(lo),
+                                                 decode_value(hi), decode_value(size), buf, decode_value(shape))
+                                            for k, i, op, src, g, lo, hi, size, buf, shape in sites))
+                    for e, sites in data])
 
     def describe(self) -> list[str]:
         """One line per condition, e.g. ``pos + seq <= 128  (store at model.py:12, 'cache')``."""

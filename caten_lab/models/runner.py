@@ -24,7 +24,7 @@ import numpy as np
 from caten_lab.air.graph import Graph
 from caten_lab.config import config
 from caten_lab.errors import CatenError
-from caten_lab.models import prepared_weights
+from caten_lab.models import prepared_weights, warm_start
 from caten_lab.models.quant_graph import quantize_graph, raw_inputs
 from caten_lab.models.quantize import FORMATS, convert_all_into, format_graph
 from caten_lab.models.sampling import SamplingOptions, check_token_ids, sample
@@ -247,10 +247,20 @@ class DecoderRunner:
         p = Path(path)
         if not dequantize and p.is_file() and p.suffix == ".gguf":
             t0 = time.perf_counter()
+            options = {k: v for k, v in {"weight_format": weight_format, **kw}.items() if k != "progress"}
+            wkey = warm_start.key(cls.__name__, p, options) if config().weight_cache and \
+                kw.get("backend", config().backend) == "c" else None
+            warm = warm_start.load(cls, p, wkey) if wkey is not None else None
+            if warm is not None:
+                warm.__dict__["_retrace"] = (p, options)
+                return warm
             blocks = cls.load_gguf_blocks(p)
             load_s = time.perf_counter() - t0
             runner = cls(blocks, weight_format=weight_format, **kw)
             runner.load_s = load_s
+            if wkey is not None:  # written once the program is compiled (compile())
+                inputs = warm_start.describe(runner, p, cls.state_views(blocks))
+                runner.__dict__["_warm_pending"] = None if inputs is None else (p, wkey, inputs)
             return runner
         cfg = config()
         t0 = time.perf_counter()
@@ -309,7 +319,44 @@ class DecoderRunner:
         else:
             self._program = compile_graph(self.graph, backend=self._backend, force=force)
         self.compile_s = time.perf_counter() - t0
+        pending = self.__dict__.pop("_warm_pending", None)
+        if pending is not None:
+            warm_start.store(self, *pending)
         return self._program
+
+    @classmethod
+    def warm(cls, record: dict[str, Any], arrays: dict[str, np.ndarray], program: Any, path: Path,
+             load_s: float) -> DecoderRunner:
+        """A runner rebuilt from a warm-start record (models/warm_start.py): the arrays bound, the program
+        loaded; its graph is traced again only when something asks for it."""
+        r = cls.__new__(cls)
+        r.config = _config_from(cls.config_type, record["config"])
+        r.n_ctx, r.weight_format = int(record["n_ctx"]), str(record["weight_format"])
+        r.all_logits, r.activations = bool(record["all_logits"]), str(record["activations"])
+        r.tokens_name, r.states, r.fixed = record["tokens_name"], list(record["states"]), list(record["fixed"])
+        r.raw_types = dict(record["raw_types"])
+        r.arrays = arrays
+        r._graph = None
+        r.trace_s, r.load_s, r.weights_cache = 0.0, load_s, "warm"
+        r._backend, r._progress = "c", False
+        r._program, r.compile_s = program, program.compile_s
+        r.stats = GenerationStats()
+        r._pos = 0
+        return r
+
+    @property
+    def graph(self) -> Graph:
+        """The traced graph (after a warm start: traced again now, on first use)."""
+        g = self.__dict__.get("_graph")
+        if g is None:
+            p, options = self.__dict__["_retrace"]
+            g = type(self)(self.load_gguf_blocks(p), **options).graph
+            self.__dict__["_graph"] = g
+        return g
+
+    @graph.setter
+    def graph(self, g: Graph) -> None:
+        self.__dict__["_graph"] = g
 
     def reset(self) -> None:
         """Forget the cached context (zeroes the KV cache in place)."""

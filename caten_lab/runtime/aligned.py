@@ -14,19 +14,23 @@ import numpy as np
 ALIGN = 64  # bytes: a cache line, and one AVX-512 vector
 
 
-def aligned_empty(shape: tuple, dtype: Any) -> np.ndarray:
-    """``np.empty(shape, dtype)`` whose first element sits on an ALIGN-byte boundary."""
+def _aligned(shape: tuple, dtype: Any, alloc: Any) -> np.ndarray:
     dt = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    raw = alloc(nbytes + ALIGN, dtype=np.uint8)
     skip = -raw.ctypes.data % ALIGN
     return raw[skip:skip + nbytes].view(dt).reshape(shape)
 
 
+def aligned_empty(shape: tuple, dtype: Any) -> np.ndarray:
+    """``np.empty(shape, dtype)`` whose first element sits on an ALIGN-byte boundary."""
+    return _aligned(shape, dtype, np.empty)
+
+
 def aligned_zeros(shape: tuple, dtype: Any) -> np.ndarray:
-    out = aligned_empty(shape, dtype)
-    out[...] = 0
-    return out
+    """``np.zeros`` on an ALIGN-byte boundary. Zeroed by calloc: a large one takes fresh pages that the OS
+    zeroes when first touched (a KV cache costs nothing until its positions are written)."""
+    return _aligned(shape, dtype, np.zeros)
 
 
 def aligned_copy(values: Any, dtype: Any) -> np.ndarray:

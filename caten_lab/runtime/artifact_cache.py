@@ -10,8 +10,9 @@ Format: ``artifacts_<key>.json`` is versioned JSON, never pickle (loading a cach
 a one-line header (format, version, key, SHA-256 and size of the body) and the body: a line with the
 table of symbolic expressions, then a JSON object of the compiled graph (``air.serialize``) and every
 artifact, each through its class's ``to_json`` / ``from_json`` (:data:`CODECS`), expressions referred
-to by their index in the table. Kernel graphs are kept as JSON text and parsed when first used (a
-compiled program never reads them). A result holding an artifact without a codec is not cached. A body
+to by their index in the table. The compiled graph and the kernel graphs are kept as JSON text and parsed
+when first used (a compiled program never reads the kernels'; one loaded by its interface, the graph only
+for an error message). A result holding an artifact without a codec is not cached. A body
 that fails its hash or does not decode is discarded with a ``CacheWarning`` and rebuilt. Writes are
 atomic (temp file + rename). Pickles written by older versions (``artifacts_*.pkl``) are never
 opened; the first use of a cache directory deletes them.
@@ -46,9 +47,9 @@ from caten_lab.runtime.cache_files import (
     unseal,
 )
 
-_COMPILER_PARTS = ("air", "passes", "codegen", "compiler.py", "config.py")
+_COMPILER_PARTS = ("air", "passes", "codegen", "formats", "compiler.py", "config.py")
 FORMAT = "caten_lab.artifacts"
-VERSION = 2  # 2: the kernel IR (kernel_ir) replaces the loop IR
+VERSION = 3  # 2: the kernel IR (kernel_ir) replaces the loop IR; 3: the compiled graph as JSON text
 
 
 def _pairs(d: dict) -> dict[str, tuple[int, int]]:
@@ -121,7 +122,8 @@ def encode(graph: Graph, artifacts: dict[str, Any]) -> bytes | None:
     for k in body["artifacts"].get("schedule", {}).get("kernels", ()):
         k["graph"] = json.dumps(k["graph"], separators=(",", ":"), allow_nan=False)  # parsed when first used
     table: dict[str, tuple[int, Any]] = {}
-    body["graph"] = _intern(body["graph"], table)  # where the repeated expressions are (not the loop IR)
+    # where the repeated expressions are (not the loop IR); the graph as JSON text, parsed when first used
+    body["graph"] = json.dumps(_intern(body["graph"], table), separators=(",", ":"), allow_nan=False)
     for name in ("schedule", "memory_plan"):
         if name in body["artifacts"]:
             body["artifacts"][name] = _intern(body["artifacts"][name], table)
@@ -129,7 +131,9 @@ def encode(graph: Graph, artifacts: dict[str, Any]) -> bytes | None:
     return (exprs + "\n" + json.dumps(body, separators=(",", ":"), allow_nan=False)).encode()
 
 
-def decode(body: bytes) -> tuple[Graph, dict[str, Any]]:
+def decode(body: bytes, *, graph: bool = True) -> tuple[Graph | Callable[[], Graph], dict[str, Any]]:
+    """The (compiled graph, artifacts) of an entry body. ``graph=False``: the graph as a function that decodes
+    it (a program that was loaded by its interface needs it only for an error message)."""
     nl = body.index(b"\n")
     exprs = [Expr.from_json({"expr": e}) for e in json.loads(body[:nl])]
 
@@ -138,7 +142,12 @@ def decode(body: bytes) -> tuple[Graph, dict[str, Any]]:
 
     obj = json.loads(body[nl + 1 :], object_hook=hook)
     arts = {name: CODECS[name][1](v) for name, v in obj["artifacts"].items()}
-    return serialize.from_json(obj["graph"]), arts
+    text = obj["graph"]
+
+    def compiled_graph() -> Graph:
+        return serialize.from_json(json.loads(text, object_hook=hook))
+
+    return (compiled_graph() if graph else compiled_graph), arts
 
 
 def building(cache_dir: Path, key: str) -> contextlib.AbstractContextManager[None]:
@@ -147,9 +156,9 @@ def building(cache_dir: Path, key: str) -> contextlib.AbstractContextManager[Non
     return one_builder(cache_root(cache_dir), key)
 
 
-def load(cache_dir: Path, key: str) -> tuple[Graph, dict[str, Any]] | None:
+def load(cache_dir: Path, key: str, *, graph: bool = True) -> tuple[Graph | Callable[[], Graph], dict[str, Any]] | None:
     """The cached (compiled graph, artifacts) for ``key``, or None (a miss, or a damaged entry: that one
-    is deleted with a warning and the caller compiles afresh)."""
+    is deleted with a warning and the caller compiles afresh). ``graph=False``: see :func:`decode`."""
     path = entry_path(cache_root(cache_dir), key)
     data = read_entry(path)
     if data is None:
@@ -158,7 +167,7 @@ def load(cache_dir: Path, key: str) -> tuple[Graph, dict[str, Any]] | None:
         head, body = unseal(FORMAT, VERSION, data)
         if head.get("key") != key:
             raise ValueError("it belongs to another key")
-        return decode(body)
+        return decode(body, graph=graph)
     except Exception as exc:  # noqa: BLE001 - a bad hash, malformed JSON, or an AirError from a graph that does not validate
         bad_entry(path, str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}")
     with contextlib.suppress(OSError):

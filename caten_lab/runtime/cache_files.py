@@ -40,9 +40,14 @@ except ImportError:  # not POSIX: builds of the same entry by two processes are 
     fcntl = None  # type: ignore[assignment]
 
 STALE_S = 3600.0  # a temp file this old belongs to a writer that died (cc times out after 600 s)
-TEMP_PATTERNS = (".tmp_*", ".artifacts_*.tmp", ".prepared_*.tmp", ".lock_*")
+# (prefix, suffix) of the names of temp files: a writer's, and the build locks
+TEMP_NAMES = ((".tmp_", ""), (".artifacts_", ".tmp"), (".prepared_", ".tmp"), (".lock_", ""))
 LOCK_WAIT_S = 900.0  # longest wait for another process's build of the same entry (then build it too)
-LEGACY_PATTERNS = ("artifacts_*.pkl",)  # pickled compile results of older versions: never loaded
+LEGACY_NAMES = (("artifacts_", ".pkl"),)  # pickled compile results of older versions: never loaded
+
+
+def _named(name: str, table: tuple[tuple[str, str], ...]) -> bool:
+    return any(name.startswith(pre) and name.endswith(suf) and len(name) >= len(pre) + len(suf) for pre, suf in table)
 
 
 class CacheWarning(CatenError, UserWarning):
@@ -127,23 +132,26 @@ def cache_write_error(d: Path, exc: OSError) -> CatenError:
 
 
 def sweep(d: Path, now: float | None = None) -> int:
-    """Delete temp files and dirs of writers that died (older than STALE_S) and legacy pickles."""
+    """Delete temp files and dirs of writers that died (older than STALE_S) and legacy pickles (one pass
+    over the directory: a warm start pays it)."""
     stale = (time.time() if now is None else now) - STALE_S
     n = 0
-    for pattern in TEMP_PATTERNS:
-        for p in d.glob(pattern):
-            with contextlib.suppress(OSError):
-                if p.lstat().st_mtime < stale:
-                    if p.is_dir() and not p.is_symlink():
-                        shutil.rmtree(p)
-                    else:
-                        p.unlink()
-                    n += 1
-    for pattern in LEGACY_PATTERNS:
-        for p in d.glob(pattern):
-            with contextlib.suppress(OSError):
-                p.unlink()
-                n += 1
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return 0
+    for e in entries:
+        temp = _named(e.name, TEMP_NAMES)
+        if not temp and not _named(e.name, LEGACY_NAMES):
+            continue
+        with contextlib.suppress(OSError):
+            if temp and e.stat(follow_symlinks=False).st_mtime >= stale:
+                continue
+            if e.is_dir(follow_symlinks=False):
+                shutil.rmtree(e.path)
+            else:
+                os.unlink(e.path)
+            n += 1
     return n
 
 
