@@ -212,7 +212,7 @@ class DecoderRunner:
         self.arrays = {**dec.arrays, **weights, **raw_arrays}
         self.trace_s = time.perf_counter() - t0  # trace + (cache miss) transpose and convert
         self.load_s = 0.0
-        self.weights_cache = "off"  # from_pretrained: "hit", "miss" or "invalid" (a bad entry, rebuilt)
+        self.weights_cache = "off"  # from_pretrained: "hit", "miss", "invalid" (a bad entry, rebuilt) or "warm"
         self._backend = backend
         self._progress = progress
         self._program: Any = None
@@ -238,7 +238,8 @@ class DecoderRunner:
         ``weight_format``: those prepared weights (transposed, converted) are cached in
         ``config().cache_dir`` keyed by the source files' identity; a warm start maps them instead of
         reading the source (``runner.weights_cache`` says which happened; ``CATEN_WEIGHT_CACHE=0`` turns
-        it off).
+        it off). A GGUF file opened again with the same options is a warm start (``weights_cache ==
+        "warm"``): the runner rebuilt from its record, nothing traced (models/warm_start.py).
         """
         if weight_format not in FORMATS:
             raise CatenError(
