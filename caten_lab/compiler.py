@@ -14,7 +14,7 @@ import operator
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -189,6 +189,11 @@ class Program:
         self.state_writes = {int(i): str(b) for i, b in d["state_writes"]}
         self._tables()
         self.entry = EntryChecks.from_json(d["entry"])
+
+    def decode_later(self, loader: Callable[[], Graph]) -> None:
+        """The compiled graph is ``loader()``, called when something first asks for it (load_program)."""
+        self.__dict__.pop("compiled_graph", None)
+        self.__dict__["_compiled_loader"] = loader
 
     def __getattr__(self, name: str) -> Any:  # only reached for a compiled graph not decoded yet
         load = self.__dict__.get("_compiled_loader") if name == "compiled_graph" else None
@@ -457,8 +462,7 @@ def load_program(key: str, interface: dict, *, safety: int | None = None) -> Pro
     tc = toolchain(cfg.cc, cfg.cache_dir)
     built = _library(arts, tc, False)
     prog = _program(None, safety, arts, built, tc.flags, key=key, interface=interface)
-    prog.__dict__.pop("compiled_graph", None)
-    prog.__dict__["_compiled_loader"] = loader
+    prog.decode_later(loader)
     prog.compile_s = time.perf_counter() - t0
     return prog
 

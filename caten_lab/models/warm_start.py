@@ -79,9 +79,10 @@ def describe(runner: Any, path: Path, sources: dict[str, Any]) -> dict[str, Any]
     """How a warm start rebinds each of ``runner``'s inputs (see the module docstring), or None when one of
     them is neither a view of the file, nor a KV cache, nor a table small enough to store. ``sources``: the
     arrays its weights were converted from (``runner.state_views(weights)``; F32 ones are views of the file)."""
-    t0 = read_gguf(path).tensors[0] if read_gguf(path).tensors else None
-    if t0 is None:
+    tensors = read_gguf(path).tensors  # the same mapping as the runner's views (read_gguf keeps it per file)
+    if not tensors:
         return None
+    t0 = tensors[0]
     base = _address(t0.data) - t0.data_offset  # the mapped file's first byte
     size = path.stat().st_size
     inputs: dict[str, list] = {}
