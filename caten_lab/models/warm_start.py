@@ -140,9 +140,21 @@ def load(cls: type, path: Path, k: str) -> Any | None:
         return None
     if rec.get("runner") != cls.__name__:
         return None
+    try:
+        arrays = _bind(rec["inputs"], path)
+    except (KeyError, TypeError, ValueError):  # a record this code did not write: a miss
+        return None
+    prog = load_program(rec["program"]["key"], rec["program"]["interface"])
+    if prog is None:
+        return None
+    return cls.warm(rec, arrays, prog, path, time.perf_counter() - t0)
+
+
+def _bind(inputs: dict[str, list], path: Path) -> dict[str, np.ndarray]:
+    """The arrays :func:`describe` described: views of the mapped file, zeros, or stored tables."""
     data = np.frombuffer(mapped(path), dtype=np.uint8)  # read-only, shared with the page cache
     arrays: dict[str, np.ndarray] = {}
-    for name, spec in rec["inputs"].items():
+    for name, spec in inputs.items():
         kind = spec[0]
         if kind == "file":
             _, off, dt, shape = spec
@@ -151,9 +163,6 @@ def load(cls: type, path: Path, k: str) -> Any | None:
         elif kind == "zeros":
             arrays[name] = aligned_zeros(tuple(spec[2]), np.dtype(spec[1]))
         else:
-            arrays[name] = aligned_copy(np.frombuffer(base64.b64decode(spec[1]), dtype=np.dtype(spec[2])).reshape(spec[3]),
-                                        np.dtype(spec[2]))
-    prog = load_program(rec["program"]["key"], rec["program"]["interface"])
-    if prog is None:
-        return None
-    return cls.warm(rec, arrays, prog, path, time.perf_counter() - t0)
+            dt = np.dtype(spec[2])
+            arrays[name] = aligned_copy(np.frombuffer(base64.b64decode(spec[1]), dtype=dt).reshape(spec[3]), dt)
+    return arrays
