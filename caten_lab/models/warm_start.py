@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from caten_lab.compiler import load_program
 from caten_lab.config import config
 from caten_lab.formats.gguf_file import read_gguf
 from caten_lab.formats.gguf_header import mapped
@@ -125,8 +126,6 @@ def store(runner: Any, path: Path, k: str, inputs: dict[str, Any]) -> None:
 
 def load(cls: type, path: Path, k: str) -> Any | None:
     """The runner of record ``k``, or None (no record, a damaged one, or its program left the cache)."""
-    from caten_lab.compiler import load_program
-
     t0 = time.perf_counter()
     entry = read_entry(_path(k))
     if entry is None:

@@ -91,17 +91,21 @@ static inline float cl_qp_dot_q8_0(int64_t k, const void *restrict w, const void
   return acc;
 }
 
+/* the 32 4-bit values of a Q4_0/Q4_1 block (low nibbles first, then high) dotted with 32 activations */
+static inline int32_t cl_qp_nibbles(const uint8_t *q, const int8_t *x) {
+  int32_t s = 0;
+  for (int i = 0; i < 16; i++) s += (int32_t)(q[i] & 15) * x[i] + (int32_t)(q[i] >> 4) * x[i + 16];
+  return s;
+}
+
 static inline float cl_qp_dot_q4_0(int64_t k, const void *restrict w, const void *restrict xq) {
   const uint8_t *wb = (const uint8_t *)w;
   const cl_qa32 *x = (const cl_qa32 *)xq;
   float acc = 0.0f;
   for (int64_t b = 0; b < k / 32; b++, wb += 18) {
-    int32_t s = 0, sx = 0;
-    for (int i = 0; i < 16; i++) {
-      s += (int32_t)(wb[2 + i] & 15) * x[b].q[i] + (int32_t)(wb[2 + i] >> 4) * x[b].q[i + 16];
-    }
+    int32_t sx = 0;
     for (int i = 0; i < 32; i++) sx += x[b].q[i];
-    acc += cl_qf16(wb) * x[b].d * (float)(s - 8 * sx);
+    acc += cl_qf16(wb) * x[b].d * (float)(cl_qp_nibbles(wb + 2, x[b].q) - 8 * sx);
   }
   return acc;
 }
@@ -111,11 +115,7 @@ static inline float cl_qp_dot_q4_1(int64_t k, const void *restrict w, const void
   const cl_qa32 *x = (const cl_qa32 *)xq;
   float acc = 0.0f;
   for (int64_t b = 0; b < k / 32; b++, wb += 20) {
-    int32_t s = 0;
-    for (int i = 0; i < 16; i++) {
-      s += (int32_t)(wb[4 + i] & 15) * x[b].q[i] + (int32_t)(wb[4 + i] >> 4) * x[b].q[i + 16];
-    }
-    acc += cl_qf16(wb) * x[b].d * (float)s + cl_qf16(wb + 2) * x[b].sd;
+    acc += cl_qf16(wb) * x[b].d * (float)cl_qp_nibbles(wb + 4, x[b].q) + cl_qf16(wb + 2) * x[b].sd;
   }
   return acc;
 }
