@@ -62,6 +62,7 @@ from caten_lab.codegen.kir_names import (
 from caten_lab.codegen.kir_rewrite import RuleContext, apply_rules
 from caten_lab.codegen.kir_walk import exprs_of, int_value, loads_of, map_stmt_exprs, straight_line, walk
 from caten_lab.codegen.lane_tables import IndexTable, index_tables, sub_block, table_constants, unroll_span
+from caten_lab.codegen.max_lanes import rule_max_lanes
 from caten_lab.codegen.pass_options import check_options, options_from
 from caten_lab.errors import CompileError
 
@@ -323,14 +324,15 @@ def rule_lanes(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int, l
     return None if new is None else (1, new)
 
 
-RULES = (("lanes", rule_lanes),)
+RULES = (("lanes", rule_lanes), ("max_lanes", rule_max_lanes))
 
 
 class Lanes:
     """Codegen pass: short and low-bit dot products of ``ctx.artifacts['kernel_ir']`` in lane partial sums."""
 
     name = "lanes"
-    description = "short / low-bit dot products: partial sums per vector lane, float16 rows converted per block"
+    description = ("short / low-bit dot products: partial sums per vector lane, float16 rows converted per block; "
+                   "max / min reductions in lanes")
 
     def __init__(self, config: LaneOptions | None = None, **kw: Any) -> None:
         self.config = options_from(LaneOptions, config, kw, self.name)

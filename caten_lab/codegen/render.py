@@ -102,7 +102,7 @@ C_OPS: dict[str, str] = {
     "neg": "(-{0})", "not": "(~{0})", "where": "({0} ? {1} : {2})",
     "idiv": "cl_idiv_{t}({0}, {1})", "mod": "cl_imod_{t}({0}, {1})", "max": "cl_max_{t}({0}, {1})",
     "min": "cl_min_{t}({0}, {1})", "floordiv": "cl_floordiv({0}, {1})", "floormod": "cl_floormod({0}, {1})",
-    "exp2": "exp2{f}({0})", "log2": "log2{f}({0})", "sin": "sin{f}({0})", "sqrt": "sqrt{f}({0})",
+    "exp2": "cl_exp2_{t}({0})", "log2": "log2{f}({0})", "sin": "sin{f}({0})", "sqrt": "sqrt{f}({0})",
     "recip": "({one} / {0})", "abs": "fabs{f}({0})",
 }
 BOOL_OPS: dict[str, str] = {"add": "({0} || {1})", "mul": "({0} && {1})", "and": "({0} && {1})",

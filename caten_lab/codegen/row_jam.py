@@ -40,7 +40,7 @@ from caten_lab.air.dtypes import DType
 from caten_lab.codegen.kir import BODIES, Alu, Assign, Const, Decl, Expr, For, If, Stmt, Store, Var
 from caten_lab.codegen.kir_names import expr_names, names_in, rename, used_names
 from caten_lab.codegen.kir_rewrite import RuleContext
-from caten_lab.codegen.kir_walk import int_value, walk
+from caten_lab.codegen.kir_walk import int_value, loads_of, straight_line, walk
 
 I64 = DType.int64
 JAM_ROWS = 12  # 12 rows x 32 lanes: 24 AVX-512 accumulators, 2 loads of b and 12 broadcasts per 24 FMAs
@@ -136,7 +136,21 @@ def _jam_loop(s: For, rows: int, taken: set[str]) -> For | None:
         if n is None or n % rows:
             at = Alu("min", (at, last), I64)
         heads.append(Decl(maps[q][s.var], I64, at, const=True, origin=s.origin))
-    return replace(s, step=Const(rows, I64), body=tuple(heads + inner), role="jammed")
+    return replace(s, step=Const(rows, I64), body=tuple(heads + [_simd_epilogue(x) for x in inner]), role="jammed")
+
+
+def _simd_epilogue(s: Stmt) -> Stmt:
+    """The tile's epilogue ``FOR j [vector]: out[row_q, t + j] = f(acc_q[j], ...)`` marked ``simd``. gcc left
+    it scalar (it cannot rule out that the rows' clamped stores overlap across iterations): twelve rows of
+    a fused GELU backward cost more than the tile's multiply-adds. Each iteration stores its own column of
+    each row (rows past the end store the last row's values again: the same values), so the iterations
+    are independent when nothing in the loop reads a buffer it stores."""
+    if not isinstance(s, For) or s.role != "vector" or s.simd or not straight_line(s.body):
+        return s
+    stored = {x.buf for x in s.body if isinstance(x, Store)}
+    if not stored or any(ld.buf in stored for x in s.body for ld in loads_of(x)):
+        return s
+    return replace(s, simd=True)
 
 
 def _map_loops(s: Stmt, rows: int, taken: set[str], conds: list[Expr]) -> Stmt:
