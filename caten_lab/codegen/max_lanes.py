@@ -61,7 +61,7 @@ def rule_max_lanes(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[in
     ct = up.value.dtype  # type: ignore[union-attr]
     lanes = max(1, int(ctx.options["lanes"].vector_bytes) // ct.itemsize)
     k = int_value(loop.stop)
-    if lanes < 2 or (k is not None and k < 2 * lanes):
+    if lanes < 2 or lanes & (lanes - 1) or (k is not None and k < 2 * lanes):
         return None
     arr, lane, blk = f"{up.var}_l", f"{up.var}_i", f"{up.var}_b"
     if {arr, lane, blk} & names_in(ctx.function):
@@ -89,7 +89,8 @@ def _split(loop: For, up: Assign, ct: DType, lanes: int, arr: str, lane: str, bl
     out: list[Stmt] = [Decl(arr, ct, size=L, origin=org), lane_loop(lanes, (Store(arr, at, Var(up.var, ct), origin=org),)),
                        For(blk, Const(0, I64), stop, L, (lane_loop(lanes, tuple(inner)),), "stage", origin=org)]
     if kc is None or kc % lanes:
-        tail = Const(kc - kc % lanes, I64) if kc is not None else Alu("sub", (k, Alu("mod", (k, L), I64)), I64)
+        # a symbolic length rounds down with a mask (lanes is a power of two): no division in a decode step
+        tail = Const(kc - kc % lanes, I64) if kc is not None else Alu("and", (k, Const(-lanes, I64)), I64)
         out.append(replace(loop, start=tail))
     h = lanes // 2
     while h >= 1:

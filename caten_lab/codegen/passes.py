@@ -28,6 +28,7 @@ from caten_lab.codegen.qgemm_tiles import QGEMM_RULES
 from caten_lab.codegen.render import render_program
 from caten_lab.codegen.row_jam import JAM_ROWS, ROW_JAM_RULES
 from caten_lab.codegen.rowblock import RowBlock
+from caten_lab.codegen.sgemm_tiles import SGEMM_RULES
 from caten_lab.codegen.team import team_program
 from caten_lab.codegen.transpose_tiles import TRANSPOSE_RULES, TRANSPOSE_TILE
 from caten_lab.errors import CompileError
@@ -173,6 +174,12 @@ class JamRows(KernelRulePass):
         return graph
 
 
+class SgemmTiles(KernelRulePass):
+    name = "sgemm"
+    description = "a jammed float32 matmul tile's reduction as one call of a register-tile helper (sgemm.h)"
+    rules = SGEMM_RULES
+
+
 class UnnestParallel(KernelRulePass):
     name = "unnest_parallel"
     description = "never a parallel loop inside another: choose one of them at run time"
@@ -210,7 +217,7 @@ class RenderC:
 def codegen_passes() -> list:
     return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), TileTransposes(),
             ParallelLoops(), QGemmTiles(), UnrollLoops(),
-            JamRows(), RowBlock(), Lanes(), UnnestParallel(), TeamLoops(), PlanMemory(), RenderC()]
+            JamRows(), SgemmTiles(), RowBlock(), Lanes(), UnnestParallel(), TeamLoops(), PlanMemory(), RenderC()]
 
 
 def pipeline_options(passes: list) -> tuple:

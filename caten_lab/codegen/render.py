@@ -3,7 +3,7 @@
 Expressions render through :data:`C_OPS`, a table from kernel-IR op names to C templates, with a
 few type-directed entries (bool logic, narrow-integer wrap-around, typed helpers such as
 ``cl_max_f32``) in :func:`op_template`. Every generated file starts with the runtime header
-``codegen/c/runtime.h`` (plus ``int_div.h``, ``index_check.h`` and ``quant.h``); generated code calls only
+``codegen/c/runtime.h`` (plus ``int_div.h``, ``index_check.h``, ``quant.h`` and ``sgemm.h``); generated code calls only
 helpers defined there. Each C line records the AIR node ids of the statement it prints (the source
 map), the statement's (function, path) in the kernel IR, and its origin, so the notebook links
 AIR <-> kernel IR <-> C both ways.
@@ -48,7 +48,7 @@ from caten_lab.codegen.markers import KERNEL_END, LINKAGE_MACRO, kernel_begin
 from caten_lab.codegen.team import uses_team
 from caten_lab.errors import CompileError
 
-RUNTIME_HEADERS = ("runtime.h", "int_div.h", "index_check.h", "quant.h", "team.h")
+RUNTIME_HEADERS = ("runtime.h", "int_div.h", "index_check.h", "quant.h", "sgemm.h", "team.h")
 
 
 def c_file(name: str) -> str:

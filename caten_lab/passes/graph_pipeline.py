@@ -3,7 +3,8 @@
 typecheck first (catch a bad graph before anything depends on it), then view folding (broadcast
 consts become consts, view chains collapse), constant folding, algebraic simplification, CSE
 (after simplification has made equal things look equal), the transposed copies of matmul operands
-that many output rows share (passes/transpose_operands.py), and DCE last to sweep what the others left
+that many output rows share (passes/transpose_operands.py), the matmuls computed transposed
+(passes/transpose_matmul.py), and DCE last to sweep what the others left
 unused.
 """
 
@@ -16,6 +17,7 @@ from caten_lab.passes.dce import dce_pass
 from caten_lab.passes.fold_views import fold_views_pass
 from caten_lab.passes.manager import PassManager
 from caten_lab.passes.simplify import simplify_pass
+from caten_lab.passes.transpose_matmul import transpose_matmul_pass
 from caten_lab.passes.transpose_operands import transpose_operands_pass
 from caten_lab.passes.typecheck import typecheck_pass
 
@@ -29,6 +31,7 @@ def graph_passes(*, fast_math: bool = False, typecheck: bool = True) -> list[Pas
         simplify_pass(fast_math=fast_math),
         cse_pass(),
         transpose_operands_pass(),
+        transpose_matmul_pass(),
         dce_pass(),
     ]
     return passes

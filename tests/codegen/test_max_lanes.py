@@ -7,6 +7,7 @@ and lengths that are not a multiple of the lane count run their tail in the orig
 import numpy as np
 import pytest
 
+from caten_lab.air import Sym
 from caten_lab.compiler import compile as compile_graph
 from caten_lab.frontend import Tensor
 from caten_lab.frontend.build import trace
@@ -44,3 +45,22 @@ def test_softmax_of_logits_equals_numpy():
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
     np.testing.assert_allclose(Tensor.from_numpy(x).softmax(-1).numpy(), e / e.sum(-1, keepdims=True),
                                rtol=2e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_symbolic_length_equals_numpy(op):
+    """A length known at run time only (a decode step's attention row): the lane loop and its tail are
+    bounded by the symbol (rounded down by a mask, no division), one program for every length."""
+    x = Tensor.placeholder((3, Sym("n")), "float32", name="x")
+    t = trace([getattr(x, op)(axis=-1)])
+    prog = compile_graph(t.graph)
+    src = prog.c_source
+    kernel = src[src.index("/* cl:kernel"):]
+    kernel = kernel[:kernel.index("/* cl:end */")]
+    assert "_l[16];" in kernel and "cl_imod" not in kernel and "cl_idiv" not in kernel
+    rng = np.random.default_rng(1)
+    for n in (1, 5, 16, 31, 32, 33, 100):
+        a = rng.standard_normal((3, n)).astype(np.float32)
+        a[2, n // 2] = np.nan
+        (got,) = prog({"x": a})
+        np.testing.assert_array_equal(got.reshape(3), getattr(np, op)(a, axis=-1))

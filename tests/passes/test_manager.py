@@ -43,7 +43,7 @@ X = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
 
 def test_names_find_insert_remove_replace():
     pm = PassManager(graph_passes())
-    assert pm.names() == ["typecheck", "fold_views", "const_fold", "simplify", "cse", "transpose_operands", "dce"]
+    assert pm.names() == ["typecheck", "fold_views", "const_fold", "simplify", "cse", "transpose_operands", "transpose_matmul", "dce"]
     assert pm.find("cse").name == "cse" and "cse" in pm and "nope" not in pm
     noop = FunctionPass("noop", "does nothing", lambda g, ctx: g)
     pm.insert("cse", noop)
@@ -103,7 +103,7 @@ def test_trace_records_everything():
     n0 = len(g)
     res = PassManager(graph_passes()).run(g, trace=True)
     tr = res.trace
-    assert isinstance(tr, PassTrace) and len(tr) == 7
+    assert isinstance(tr, PassTrace) and len(tr) == 8
     for i, rec in enumerate(tr.records):
         assert rec.index == i and rec.error is None
         assert rec.wall_s >= 0 and rec.mem_bytes >= 0
@@ -158,7 +158,7 @@ def test_graph_at_rebuilds_each_rewrite_prefix():
 def test_trace_to_json():
     tr = PassManager(graph_passes()).run(small_graph(), trace=True).trace
     d = json.loads(json.dumps(tr.to_json()))
-    assert d["format"] == "caten_lab.passtrace" and len(d["records"]) == 7
+    assert d["format"] == "caten_lab.passtrace" and len(d["records"]) == 8
     rec = d["records"][3]
     assert rec["name"] == "simplify" and rec["rewrites"] and rec["before"]["format"] == "caten_lab.air"
     from caten_lab.air.serialize import from_json
@@ -196,7 +196,7 @@ def test_tracing_off_makes_no_graph_copies(monkeypatch):
     PassManager(graph_passes()).run(small_graph())
     assert copies == []
     PassManager(graph_passes()).run(small_graph(), trace=True)
-    assert len(copies) == 8  # one before the first pass, one after each pass
+    assert len(copies) == 9  # one before the first pass, one after each pass
 
 
 def test_failing_pass_raises_compile_error_naming_it():

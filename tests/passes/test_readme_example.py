@@ -14,7 +14,7 @@ def test_readme_example():
     g.mark_output(g.insert("add", [g.insert("neg", [g.insert("neg", [x])]), 0.0]))
 
     pm = graph_pipeline(verify=True)
-    assert pm.names() == ["typecheck", "fold_views", "const_fold", "simplify", "cse", "transpose_operands", "dce"]
+    assert pm.names() == ["typecheck", "fold_views", "const_fold", "simplify", "cse", "transpose_operands", "transpose_matmul", "dce"]
     pm.remove("cse")
     pm.replace("simplify", simplify_pass(fast_math=True))
 
@@ -35,6 +35,7 @@ def test_readme_example():
         "const_fold",
         "simplify",
         "transpose_operands",
+        "transpose_matmul",
         "dce",
         "count",
     ]
