@@ -45,7 +45,7 @@ __all__ = ["compile", "run", "Program", "default_pipeline", "clear_cache", "lowe
 def default_pipeline() -> Any:
     """Graph passes (typecheck, fold_views, const_fold, simplify, cse, transpose_operands, transpose_matmul, dce)
     + schedule, lower, the loop
-    passes (collapse, hoist, simd, transpose_tiles, parallel, qgemm, unroll, row_jam, sgemm, rowblock, lanes,
+    passes (collapse, hoist, simd, transpose_tiles, parallel, qgemm, unroll, row_jam, sgemm, tile_order, rowblock, lanes,
     unnest_parallel, team), memory_plan, render. Returns an editable PassManager."""
     from caten_lab.codegen.passes import codegen_passes
     from caten_lab.passes.manager import PassManager

@@ -30,6 +30,7 @@ from caten_lab.codegen.row_jam import JAM_ROWS, ROW_JAM_RULES
 from caten_lab.codegen.rowblock import RowBlock
 from caten_lab.codegen.sgemm_tiles import SGEMM_RULES
 from caten_lab.codegen.team import team_program
+from caten_lab.codegen.tile_order import TILE_ORDER_RULES
 from caten_lab.codegen.transpose_tiles import TRANSPOSE_RULES, TRANSPOSE_TILE
 from caten_lab.errors import CompileError
 from caten_lab.passes.base import PassContext
@@ -180,6 +181,12 @@ class SgemmTiles(KernelRulePass):
     rules = SGEMM_RULES
 
 
+class TileOrder(KernelRulePass):
+    name = "tile_order"
+    description = "a matmul whose whole other operand fits in L2: column tiles inside the row loops"
+    rules = TILE_ORDER_RULES
+
+
 class UnnestParallel(KernelRulePass):
     name = "unnest_parallel"
     description = "never a parallel loop inside another: choose one of them at run time"
@@ -217,7 +224,7 @@ class RenderC:
 def codegen_passes() -> list:
     return [ScheduleKernels(), LowerKernels(), CollapseLoops(), HoistOperands(), SimdLoops(), TileTransposes(),
             ParallelLoops(), QGemmTiles(), UnrollLoops(),
-            JamRows(), SgemmTiles(), RowBlock(), Lanes(), UnnestParallel(), TeamLoops(), PlanMemory(), RenderC()]
+            JamRows(), SgemmTiles(), TileOrder(), RowBlock(), Lanes(), UnnestParallel(), TeamLoops(), PlanMemory(), RenderC()]
 
 
 def pipeline_options(passes: list) -> tuple:

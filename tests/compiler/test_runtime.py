@@ -164,7 +164,7 @@ def test_trace_records_every_pass_and_the_artifacts() -> None:
     prog = compile(g, trace=True)
     names = [r.name for r in prog.trace.records]
     assert names[names.index("schedule"):] == ["schedule", "lower", "collapse", "hoist", "simd", "transpose_tiles",
-                                               "parallel", "qgemm", "unroll", "row_jam", "sgemm", "rowblock", "lanes",
+                                               "parallel", "qgemm", "unroll", "row_jam", "sgemm", "tile_order", "rowblock", "lanes",
                                                "unnest_parallel",
                                                "team", "memory_plan", "render"]
     lines = prog.c_source.split("\n")
