@@ -308,14 +308,15 @@ def _reduce_fusable(plan: _Plan, kid: int, n: Node) -> bool:
 
 
 def _read_transposed(g: Graph, n: Node, c: tuple, loops: list[str]) -> bool:
-    """Whether matmul ``n`` (a sum of products) is read at coordinates ``c`` whose loop variables come in
-    another order than the reader's loops: fused, it would be computed in the reader's order, undoing a
-    matmul computed transposed on purpose (passes/transpose_matmul.py); realized, it keeps its own."""
+    """Whether matmul ``n`` (a sum of products) is read at coordinates ``c`` that put its innermost output
+    axis on another loop than the reader's innermost one: fused, it would be computed in the reader's order,
+    undoing a matmul computed transposed on purpose (passes/transpose_matmul.py); realized, it keeps its own.
+    (Attention's heads read back as rows permute outer axes only: those stay fused.)"""
     p = g.producer_of(n.reads[0]) if isinstance(n.reads[0], Value) else None
     if p is None or p.op != "mul":
         return False
     at = [loops.index(next(iter(vs))) for vs in (loop_vars_of(d) for d in c) if len(vs) == 1]
-    return any(a > b for a, b in zip(at, at[1:]))
+    return bool(at) and at[-1] != max(at)
 
 
 def _quant_matmul_fusable(plan: _Plan, kid: int, n: Node) -> bool:
