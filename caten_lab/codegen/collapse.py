@@ -59,7 +59,7 @@ def to_dim(e: Expr) -> Dim | None:
     return None
 
 
-def _coefficients(d: Dim, names: list[str]) -> tuple[list[Dim], Dim] | None:
+def coefficients(d: Dim, names: list[str]) -> tuple[list[Dim], Dim] | None:
     """``d`` as ``sum(c_k * names[k]) + rest``, or None when not linear in the names."""
     if isinstance(d, int):
         return [0] * len(names), d
@@ -126,7 +126,7 @@ def collapse_nest(body: tuple[Stmt, ...], i: int, ctx: RuleContext) -> tuple[int
     def index(e: Expr) -> Expr | None:
         """The collapsed form of index ``e``, or None when it is not the nest's own linearization."""
         d = to_dim(e)
-        lin = None if d is None else _coefficients(d, names)
+        lin = None if d is None else coefficients(d, names)
         if lin is None:
             return None
         coefs, rest = lin

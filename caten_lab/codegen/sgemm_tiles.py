@@ -16,7 +16,7 @@ with 24 accumulators and 12 broadcasts live, spills five accumulators to the sta
 
 (codegen/c/sgemm.h): the same multiply-adds in the same order per output (bitwise the same tile), with the
 accumulators in registers and each row's broadcast used right away. A 512x3072 @ 3072x768 on one core:
-88 -> 100 GFLOP/s. The helper accumulates into the tile (it does not zero it), so a reduction over several
+88 -> 96 GFLOP/s. The helper accumulates into the tile (it does not zero it), so a reduction over several
 axes (a weight gradient summed over batch and sequence: two nested stage loops) calls it per step of the
 outer ones.
 
@@ -28,7 +28,7 @@ float32 loads without bounds checks, ``a``'s index linear in ``r`` with a consta
 from __future__ import annotations
 
 from caten_lab.air.dtypes import DType
-from caten_lab.codegen.collapse import to_dim
+from caten_lab.codegen.collapse import coefficients, to_dim
 from caten_lab.codegen.kir import Addr, Alu, Call, Const, Decl, Eval, Expr, For, Load, Stmt, Store, Var
 from caten_lab.codegen.kir_rewrite import RuleContext
 from caten_lab.codegen.kir_walk import int_value, substitute
@@ -42,18 +42,10 @@ def _linear(e: Expr, names: tuple[str, ...]) -> tuple[list[int], Expr] | None:
     """(the constant coefficient of each of ``names`` in index ``e``, ``e`` with them set to 0), or None when
     ``e`` is not linear in them with constant coefficients."""
     d = to_dim(e)
-    if d is None:
+    lin = None if d is None else coefficients(d, list(names))
+    if lin is None or not all(isinstance(c, int) for c in lin[0]):
         return None
-    coef = [0] * len(names)
-    if not isinstance(d, int):
-        for mono, k in d.terms:
-            hit = [n for n in mono if n in names]
-            if not hit:
-                continue
-            if len(mono) != 1 or not isinstance(k, int):
-                return None
-            coef[names.index(mono[0])] += k
-    return coef, substitute(e, {n: Const(0, I64) for n in names})
+    return list(lin[0]), substitute(e, {n: Const(0, I64) for n in names})  # type: ignore[arg-type]
 
 
 def _rows(heads: tuple[Stmt, ...]) -> dict[str, Load] | None:

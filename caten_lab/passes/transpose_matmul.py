@@ -14,8 +14,8 @@ The rule ``transpose_matmul`` rewrites ``reduce_k(view_a * view_b)`` of shape ``
 ``view(reduce_k(view_b' * view_a'))``: the same views with the ``M`` and ``N`` axes swapped, reduced to
 ``(..., N, M, 1)`` and read back through a transposed view. Each output is the same sum of the same
 products in the same order (a product of two floats does not depend on their order), so the values are
-bitwise equal. The scheduler realizes the transposed result (a sum of products read with its axes in
-another order than the reader's loops is not fused as a stage: ``passes/schedule._read_transposed``) and
+bitwise equal. The scheduler realizes the transposed result (a sum of products whose innermost output
+axis its reader walks on an outer loop is not fused as a stage: ``passes/schedule._read_transposed``) and
 its readers read it through the view.
 
 It fires when ``a`` is contiguous along ``m`` (so it becomes the column operand), ``b`` contiguous along

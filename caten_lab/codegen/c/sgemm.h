@@ -7,7 +7,7 @@
    is the same sequence of multiply-adds as the loops it replaces, in the same order: bitwise the same sums.
    With AVX-512 the 24 accumulators stay in vector registers and each row's value is broadcast just
    before its two multiply-adds; gcc, given the loops, broadcast all twelve first and spilled five
-   accumulators to the stack (a 512x3072 @ 3072x768 on one Zen 4 core: 88 -> 100 GFLOP/s). Elsewhere the
+   accumulators to the stack (a 512x3072 @ 3072x768 on one Zen 4 core: 88 -> 96 GFLOP/s). Elsewhere the
    portable loops below are the loops that were replaced. */
 #define CL_SG_PARAMS                                                                                    \
     float *restrict c0, float *restrict c1, float *restrict c2, float *restrict c3, float *restrict c4,  \
